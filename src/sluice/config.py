@@ -1,0 +1,154 @@
+"""Typed configuration from `SLUICE_*` environment variables and a TOML file.
+
+Precedence, highest first: keyword overrides, environment (`SLUICE_ENGINE__WORKERS=4`, nested
+keys joined by a double underscore, dicts and lists as JSON), the TOML file (`--config`,
+`SLUICE_CONFIG`, or `./sluice.toml` when present), then the defaults below.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from sluice.errors import ConfigError
+
+DEFAULT_DATABASE_URL = "sqlite:///.sluice/sluice.db"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EngineConfig(_Section):
+    workers: int = Field(default_factory=lambda: max(2, os.cpu_count() or 2), ge=1, le=512)
+    """Size of the local process pool that runs python tasks."""
+    parallelism: int = Field(default=200, ge=1)
+    """Most tasks one engine drives at once; the rest wait, ordered by the scheduler policy."""
+    resync_interval: float = Field(default=10.0, gt=0)
+    """Safety-net re-evaluation of every owned execution; events drive the normal path."""
+    execution_lease: float = Field(default=30.0, gt=0)
+    """An engine that stops renewing its executions for this long loses them to another."""
+    backoff_base: float = Field(default=2.0, ge=0)
+    backoff_max: float = Field(default=20.0, ge=0)
+    max_plugin_phase_versions: int = Field(default=100_000, ge=1)
+    max_system_failures: int = Field(default=3, ge=0)
+    """Retryable system failures (a dead worker, a lost engine) allowed beyond user retries."""
+    scheduler_policy: Literal["default", "fifo", "shared_locks_first"] = "default"
+    starvation_bound: float = Field(default=300.0, gt=0)
+    """Seconds after which a waiting task stops being overtaken (see concurrency/scheduler.py)."""
+
+
+class PluginsConfig(_Section):
+    enabled: list[str] | None = None
+    """Plugin ids to load; None loads every builtin and every installed third-party plugin."""
+    default_for_task_types: dict[str, str] = Field(default_factory=dict)
+    config: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per-plugin settings, keyed by plugin id."""
+
+
+class ResourcesConfig(_Section):
+    url: str | None = None
+    """Token backend: memory://, sqlite:///..., postgresql://..., redis://...; None: the store."""
+    max_quota: int = Field(default=1000, ge=1)
+    lease: float = Field(default=30.0, gt=0)
+    """Lease of a granted token; live tasks renew it, a crashed holder's token returns after it."""
+    quotas: dict[str, int] = Field(default_factory=dict)
+    """Operator quotas by namespace; they win over quotas plugins register."""
+    lock_rules: dict[str, int] = Field(default_factory=dict)
+    """Capacity of lock names by glob pattern (`db/partition/*` = 1); unmatched locks get 1."""
+    key_prefix: str = "sluice"
+    """Prefix of every Redis key."""
+
+
+class CacheConfig(_Section):
+    heartbeat_grace_period_multiplier: int = 3
+    max_reservation_heartbeat: float = 10.0
+    heartbeat_interval: float = Field(default=10.0, gt=0)
+    """How often a running owner extends its reservation (capped by the max above)."""
+
+
+class ConcurrencyConfig(_Section):
+    max_per_project: dict[str, int] = Field(default_factory=dict)
+    """Platform cap of active executions per project."""
+    max_per_domain: dict[str, int] = Field(default_factory=dict)
+    """Platform cap of active executions per `project/domain`."""
+    catch_up: Literal["none", "latest", "all"] = "latest"
+    catch_up_max: int = Field(default=10, ge=1)
+    """With catch_up = "all", at most this many missed firings are launched after downtime."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SLUICE_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    database_url: str = DEFAULT_DATABASE_URL
+    project: str = "default"
+    domain: str = "development"
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    plugins: PluginsConfig = Field(default_factory=PluginsConfig)
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+    concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The TOML file is named by model_config["toml_file"], set per call by load_config.
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+
+def _config_path(path: str | Path | None, env: Mapping[str, str]) -> Path | None:
+    if path is not None:
+        chosen = Path(path)
+    elif env.get("SLUICE_CONFIG"):
+        chosen = Path(env["SLUICE_CONFIG"])
+    elif Path("sluice.toml").is_file():
+        chosen = Path("sluice.toml")
+    else:
+        return None
+    if not chosen.is_file():
+        raise ConfigError(f"config file {str(chosen)!r} does not exist")
+    return chosen
+
+
+def _describe(error: Any) -> str:
+    key = ".".join(str(part) for part in error["loc"])
+    env_name = "SLUICE_" + "__".join(str(part).upper() for part in error["loc"])
+    message = f"config {key} ({env_name}): {error['msg']}"
+    if error["type"] not in ("missing", "extra_forbidden"):
+        message += f", got {error['input']!r}"
+    elif error["type"] == "extra_forbidden":
+        message = f"config {key} ({env_name}): unknown key"
+    return message
+
+
+def load_config(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Read the configuration; a bad value raises ConfigError naming every bad key."""
+    toml_file = _config_path(path, os.environ)
+    bound = type(
+        "Settings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": toml_file}}
+    )
+    try:
+        settings: Settings = bound(**overrides)
+        return settings
+    except ValidationError as exc:
+        raise ConfigError("; ".join(_describe(error) for error in exc.errors())) from None
+    except ValueError as exc:  # malformed TOML or JSON in an environment variable
+        raise ConfigError(f"config: {exc}") from None

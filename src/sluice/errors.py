@@ -1,0 +1,100 @@
+"""Every error sluice raises on purpose, under one root.
+
+Hierarchy::
+
+    SluiceError
+    ├── ConfigError                 a config key has a bad value (names the key)
+    ├── InvalidArgumentError        a bad value passed to an API (also a ValueError)
+    │   ├── DefinitionError         a task, workflow or launch plan cannot be defined
+    │   ├── InputError              workflow inputs do not match the interface
+    │   ├── InvalidQuotaError       quota, constraint or units out of range
+    │   └── InvalidPolicyError      a concurrency policy or schedule is malformed
+    ├── NotFoundError               an unknown execution, workflow, launch plan, namespace...
+    │   ├── UnknownNamespaceError   a resource namespace with no quota
+    │   └── PluginNotFoundError     no plugin for a task type (names the registered ones)
+    ├── StoreError                  the state store failed
+    │   ├── StoreUnavailableError   cannot connect to the database
+    │   └── NotADatabaseError       the file is not a SQLite database
+    ├── BackendUnavailableError     a resource or cache backend cannot be reached
+    ├── MissingDependencyError      an optional driver is not installed (gives the pip hint)
+    ├── PluginError                 a plugin failed to load or broke its contract
+    │   └── InvalidPluginConfigError
+    └── OutputsError                task outputs are not JSON-typed
+
+Expected outcomes (a quota exhausted, a reservation held by someone else, a compare-and-swap
+that lost) are return values, never exceptions.
+"""
+
+from __future__ import annotations
+
+
+class SluiceError(Exception):
+    """Root of every error sluice raises on purpose."""
+
+
+class ConfigError(SluiceError):
+    """A configuration key has a bad value; the message names the key and what was expected."""
+
+
+class InvalidArgumentError(SluiceError, ValueError):
+    """A value passed to sluice is out of range or malformed; the message names the value."""
+
+
+class DefinitionError(InvalidArgumentError):
+    """A task, workflow or launch plan definition is invalid."""
+
+
+class InputError(InvalidArgumentError):
+    """Inputs given to a workflow or task do not match its interface."""
+
+
+class InvalidQuotaError(InvalidArgumentError):
+    """A quota, a constraint or a claim's units are out of the accepted range."""
+
+
+class InvalidPolicyError(InvalidArgumentError):
+    """A concurrency policy or a schedule is malformed."""
+
+
+class NotFoundError(SluiceError, LookupError):
+    """Something named does not exist."""
+
+
+class UnknownNamespaceError(NotFoundError):
+    """A resource namespace has no quota registered or configured."""
+
+
+class PluginNotFoundError(NotFoundError):
+    """No plugin handles a task type."""
+
+
+class StoreError(SluiceError):
+    """The state store failed."""
+
+
+class StoreUnavailableError(StoreError):
+    """The database cannot be reached."""
+
+
+class NotADatabaseError(StoreError):
+    """A file given as a SQLite database is not one."""
+
+
+class BackendUnavailableError(SluiceError):
+    """A resource or cache backend cannot be reached."""
+
+
+class MissingDependencyError(SluiceError, ImportError):
+    """An optional driver is not installed."""
+
+
+class PluginError(SluiceError):
+    """A plugin failed to load or broke its contract."""
+
+
+class InvalidPluginConfigError(PluginError, InvalidArgumentError):
+    """A plugin's configuration is out of range; the message names the field."""
+
+
+class OutputsError(SluiceError):
+    """A task produced outputs that are not JSON-typed or do not match its interface."""
