@@ -1,0 +1,254 @@
+"""The specs the engine runs: tasks, workflows, launch plans. All JSON, no user code.
+
+The SDK builds these from decorated functions; the store keeps them as JSON; the engine and
+the plugins read them. User-facing constructors (`Quota`, `ConcurrencyPolicy`, `Schedule`,
+`Cache`) are dataclasses that check their values and raise sluice errors naming the bad one.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sluice.errors import DefinitionError, InvalidPolicyError, InvalidQuotaError
+from sluice.spec.types import TypeSpec
+
+
+class SpecModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class InputSpec(SpecModel):
+    type: TypeSpec
+    default: Any = None
+    has_default: bool = False
+
+
+class Interface(SpecModel):
+    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    outputs: dict[str, TypeSpec] = Field(default_factory=dict)
+
+
+class CacheSpec(SpecModel):
+    enabled: bool = False
+    version: str = ""
+    serialize: bool = False
+    ignored_inputs: tuple[str, ...] = ()
+    max_age: float | None = Field(default=None, gt=0)
+
+
+@dataclass(frozen=True)
+class Quota:
+    """A claim of `units` tokens of a named resource, held while the task runs."""
+
+    namespace: str
+    units: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.namespace, str) or not self.namespace:
+            raise InvalidQuotaError(
+                f"Quota namespace must be a non-empty str, got {self.namespace!r}"
+            )
+        if isinstance(self.units, bool) or not isinstance(self.units, int) or self.units < 1:
+            raise InvalidQuotaError(
+                f"Quota {self.namespace!r}: units must be an int >= 1, got {self.units!r}"
+            )
+
+
+class LockSpec(SpecModel):
+    """Lock names computed from a task's inputs: a template ("db/{table}/{p}") or a callable."""
+
+    template: str = ""
+    function: str = ""  # "module:qualname" of a callable(inputs) -> list[str]
+    for_each: str = ""  # with a template: one lock per item of this list input
+
+
+class Claims(SpecModel):
+    quotas: tuple[Quota, ...] = ()
+    locks: tuple[LockSpec, ...] = ()
+
+
+class TaskMetadata(SpecModel):
+    retries: int = Field(default=0, ge=0)
+    timeout: float | None = Field(default=None, gt=0)
+    interruptible: bool = False
+    cache: CacheSpec = Field(default_factory=CacheSpec)
+    priority: int = 0
+
+
+class SourceRef(SpecModel):
+    """Where a python task's function lives: an importable module, or a file to load."""
+
+    module: str
+    qualname: str
+    file: str = ""
+
+
+class TaskSpec(SpecModel):
+    name: str
+    version: str
+    type: str = "python"
+    interface: Interface = Field(default_factory=Interface)
+    metadata: TaskMetadata = Field(default_factory=TaskMetadata)
+    claims: Claims = Field(default_factory=Claims)
+    custom: dict[str, Any] = Field(default_factory=dict)
+    source: SourceRef | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+class Binding(SpecModel):
+    """Where a node input comes from: a workflow input, an upstream output, a constant, or a
+    list/dict of bindings."""
+
+    kind: Literal["input", "output", "constant", "list", "dict"]
+    name: str = ""  # workflow input name (kind "input")
+    node: str = ""  # upstream node id (kind "output")
+    output: str = ""  # upstream output name (kind "output")
+    value: Any = None  # JSON constant (kind "constant")
+    items: tuple[Binding, ...] = ()  # kind "list"
+    keys: tuple[str, ...] = ()  # kind "dict": keys matching items
+
+    def upstream_nodes(self) -> set[str]:
+        if self.kind == "output":
+            return {self.node}
+        found: set[str] = set()
+        for item in self.items:
+            found |= item.upstream_nodes()
+        return found
+
+
+class NodeSpec(SpecModel):
+    id: str
+    task: str  # TaskSpec.key
+    inputs: dict[str, Binding] = Field(default_factory=dict)
+    upstream: tuple[str, ...] = ()  # every node this one waits for, from bindings and ordering
+
+
+class WorkflowSpec(SpecModel):
+    name: str
+    version: str
+    interface: Interface = Field(default_factory=Interface)
+    nodes: tuple[NodeSpec, ...] = ()
+    outputs: dict[str, Binding] = Field(default_factory=dict)
+    tasks: dict[str, TaskSpec] = Field(default_factory=dict)
+
+    def node(self, node_id: str) -> NodeSpec:
+        for node in self.nodes:
+            if node.id == node_id:
+                return node
+        raise KeyError(node_id)
+
+
+class ConcurrencyBehavior(enum.StrEnum):
+    WAIT = "WAIT"
+    SKIP = "SKIP"
+    REPLACE = "REPLACE"
+
+
+@dataclass(frozen=True)
+class ConcurrencyPolicy:
+    """At most `max` active executions of a launch plan name; what happens to the next one.
+
+    WAIT queues it as PENDING (promoted by priority, then creation time), SKIP ends it as
+    SKIPPED, REPLACE aborts the oldest active one. `max_pending` bounds the WAIT queue: a
+    creation beyond it is SKIPPED.
+    """
+
+    max: int
+    behavior: ConcurrencyBehavior = ConcurrencyBehavior.WAIT
+    max_pending: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max, bool) or not isinstance(self.max, int) or self.max < 1:
+            raise InvalidPolicyError(f"ConcurrencyPolicy max must be an int >= 1, got {self.max!r}")
+        try:
+            object.__setattr__(self, "behavior", ConcurrencyBehavior(self.behavior))
+        except ValueError:
+            names = ", ".join(b.value for b in ConcurrencyBehavior)
+            raise InvalidPolicyError(
+                f"ConcurrencyPolicy behavior must be one of {names}, got {self.behavior!r}"
+            ) from None
+        pending = self.max_pending
+        if pending is not None and (
+            isinstance(pending, bool) or not isinstance(pending, int) or pending < 0
+        ):
+            raise InvalidPolicyError(
+                f"ConcurrencyPolicy max_pending must be an int >= 0 or None, got {pending!r}"
+            )
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When a launch plan fires: a cron expression in a time zone, or a fixed rate (seconds).
+
+    `catch_up` bounds what runs after downtime: "none" skips missed firings, "latest" runs
+    only the last one, "all" runs up to `catch_up_max` of them, oldest first. None uses the
+    deployment's config.
+    """
+
+    cron: str | None = None
+    timezone: str = "UTC"
+    fixed_rate: float | None = None
+    catch_up: Literal["none", "latest", "all"] | None = None
+    catch_up_max: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.cron is None) == (self.fixed_rate is None):
+            raise InvalidPolicyError(
+                f"Schedule needs exactly one of cron or fixed_rate, got cron={self.cron!r}, "
+                f"fixed_rate={self.fixed_rate!r}"
+            )
+        if self.cron is not None:
+            _check_cron(self.cron)
+        _check_timezone(self.timezone)
+        rate = self.fixed_rate
+        if rate is not None and (
+            isinstance(rate, bool) or not isinstance(rate, int | float) or rate <= 0
+        ):
+            raise InvalidPolicyError(f"Schedule fixed_rate must be seconds > 0, got {rate!r}")
+        if self.catch_up not in (None, "none", "latest", "all"):
+            raise InvalidPolicyError(
+                f"Schedule catch_up must be none, latest or all, got {self.catch_up!r}"
+            )
+        top = self.catch_up_max
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
+            raise InvalidPolicyError(f"Schedule catch_up_max must be an int >= 1, got {top!r}")
+
+
+def _check_cron(expression: str) -> None:
+    from croniter import croniter
+
+    if not isinstance(expression, str) or not croniter.is_valid(expression):
+        raise InvalidPolicyError(f"Schedule cron {expression!r} is not a valid cron expression")
+
+
+def _check_timezone(name: str) -> None:
+    import zoneinfo
+
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
+        raise InvalidPolicyError(f"Schedule timezone {name!r} is not a known time zone") from None
+
+
+class LaunchPlanSpec(SpecModel):
+    name: str
+    version: str
+    workflow: str  # "name@version"
+    default_inputs: dict[str, Any] = Field(default_factory=dict)
+    fixed_inputs: dict[str, Any] = Field(default_factory=dict)
+    schedule: Schedule | None = None
+    concurrency: ConcurrencyPolicy | None = None
+    priority: int = 0
+    overwrite_cache: bool = False
+
+
+def check_definition(condition: bool, message: str) -> None:
+    if not condition:
+        raise DefinitionError(message)
