@@ -1,0 +1,1 @@
+"""State store: schema, migrations, repositories over SQLite (embedded) and PostgreSQL."""

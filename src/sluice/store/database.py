@@ -1,0 +1,205 @@
+"""Opening the database: URL to engine, SQLite pragmas, write transactions, error translation.
+
+SQLite (embedded) runs in WAL mode; every write transaction is `BEGIN IMMEDIATE`, so two
+processes never deadlock upgrading a read lock, and writes inside one process are serialised
+by an asyncio lock instead of SQLite's sleeping busy handler. A new or old SQLite file is
+created and upgraded on open; PostgreSQL is upgraded by `sluice db upgrade` (or `upgrade=True`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from sluice.errors import (
+    InvalidArgumentError,
+    MissingDependencyError,
+    NotADatabaseError,
+    StoreError,
+    StoreUnavailableError,
+)
+
+_READ_ONLY = "sluice_read_only"
+
+
+@dataclass(frozen=True)
+class DatabaseURL:
+    """A user's database URL and the SQLAlchemy URL it maps to."""
+
+    raw: str
+    dialect: str  # "sqlite" or "postgresql"
+    driver_url: str
+    sync_url: str
+    path: Path | None = None
+
+    @property
+    def display(self) -> str:
+        """The URL with any password hidden."""
+        return (
+            make_url(self.driver_url)
+            .render_as_string(hide_password=True)
+            .replace("+aiosqlite", "")
+            .replace("+psycopg", "")
+        )
+
+
+def parse_database_url(url: str) -> DatabaseURL:
+    """Map `sqlite:///path` and `postgresql://...` to drivers; anything else is an error."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme in ("sqlite", "sqlite+aiosqlite"):
+        path_text = url.split(":///", 1)[1] if ":///" in url else ""
+        if not path_text or path_text == ":memory:":
+            raise InvalidArgumentError(
+                f"database URL {url!r} has no file path; use sqlite:///path/to/sluice.db"
+            )
+        path = Path(path_text)
+        return DatabaseURL(url, "sqlite", f"sqlite+aiosqlite:///{path}", f"sqlite:///{path}", path)
+    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
+        rest = url.split("://", 1)[1]
+        return DatabaseURL(
+            url, "postgresql", f"postgresql+psycopg://{rest}", f"postgresql+psycopg://{rest}"
+        )
+    raise InvalidArgumentError(
+        f"unknown database URL scheme {scheme!r} in {url!r}; use sqlite:///path or postgresql://..."
+    )
+
+
+def _require_psycopg() -> None:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError(
+            "PostgreSQL needs the psycopg driver: pip install 'sluice[postgres]'"
+        ) from None
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (see _sqlite_begin)
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout = 30000")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.close()
+
+
+def _sqlite_begin(conn: sa.Connection) -> None:
+    read_only = conn.get_execution_options().get(_READ_ONLY, False)
+    conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+
+def translate_error(exc: BaseException, url: DatabaseURL) -> StoreError:
+    """One place where driver errors become sluice errors."""
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    if url.dialect == "sqlite" and "file is not a database" in text:
+        return NotADatabaseError(f"{url.path} is not a SQLite database")
+    if isinstance(exc, OperationalError | OSError | ConnectionError) and (
+        url.dialect == "postgresql" or "unable to open" in text
+    ):
+        return StoreUnavailableError(f"cannot connect to {url.display}: {text}")
+    return StoreError(f"database error on {url.display}: {text}")
+
+
+class Database:
+    """An open database: a connection pool, transactions, and the URL it came from."""
+
+    def __init__(self, url: DatabaseURL, engine: AsyncEngine) -> None:
+        self.url = url
+        self.engine = engine
+        self.dialect = url.dialect
+        # SQLite has one writer at a time; queue writers of this process here rather than in
+        # SQLite's busy handler, which sleeps in steps of up to 100 ms.
+        self._write_lock = asyncio.Lock() if url.dialect == "sqlite" else None
+
+    @classmethod
+    async def open(cls, url: str, *, upgrade: bool | None = None) -> Database:
+        """Connect, check the file or server, and bring the schema to the latest revision.
+
+        `upgrade=None` upgrades SQLite files (the embedded default) and leaves PostgreSQL to
+        `sluice db upgrade`, failing with a hint if its schema is behind.
+        """
+        parsed = parse_database_url(url)
+        if parsed.dialect == "postgresql":
+            _require_psycopg()
+        engine = _create_engine(parsed)
+        db = cls(parsed, engine)
+        try:
+            from sluice.store.migrate import ensure_schema
+
+            await ensure_schema(
+                db, upgrade=parsed.dialect == "sqlite" if upgrade is None else upgrade
+            )
+        except BaseException:
+            await engine.dispose()
+            raise
+        return db
+
+    @contextlib.asynccontextmanager
+    async def begin(self) -> AsyncIterator[AsyncConnection]:
+        """A write transaction (BEGIN IMMEDIATE on SQLite), committed on normal exit."""
+        async with self._writer():
+            try:
+                async with self.engine.begin() as conn:
+                    yield conn
+            except (DBAPIError, DatabaseError) as exc:
+                raise translate_error(exc, self.url) from exc
+
+    @contextlib.asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A read-only snapshot transaction."""
+        try:
+            async with self.engine.connect() as conn:
+                await conn.execution_options(**{_READ_ONLY: True})
+                async with conn.begin():
+                    yield conn
+        except (DBAPIError, DatabaseError) as exc:
+            raise translate_error(exc, self.url) from exc
+
+    @contextlib.asynccontextmanager
+    async def _writer(self) -> AsyncIterator[None]:
+        if self._write_lock is None:
+            yield
+        else:
+            async with self._write_lock:
+                yield
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+def _create_engine(url: DatabaseURL) -> AsyncEngine:
+    if url.dialect == "sqlite":
+        assert url.path is not None
+        if url.path.exists() and not url.path.is_file():
+            raise NotADatabaseError(f"{url.path} is not a SQLite database (it is a directory)")
+        url.path.parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(url.driver_url, pool_size=4, max_overflow=4)
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        event.listen(engine.sync_engine, "begin", _sqlite_begin)
+        return engine
+    return create_async_engine(
+        url.driver_url,
+        pool_size=10,
+        max_overflow=10,
+        pool_pre_ping=True,
+        connect_args={"connect_timeout": 5},
+    )
+
+
+def sqlite_data_version_connection(path: Path) -> sqlite3.Connection:
+    """A plain connection for polling `PRAGMA data_version`, which changes when another
+    connection commits: a cheap cross-process change signal for SQLite."""
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout = 5000")
+    return conn

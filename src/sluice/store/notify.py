@@ -1,0 +1,170 @@
+"""Cross-process wake-ups through the store.
+
+A change is published inside the transaction that makes it, so a subscriber never wakes
+before the change is visible. PostgreSQL uses NOTIFY/LISTEN. SQLite has no notification
+channel, so a publish inserts a row and every process polls `PRAGMA data_version` (a counter
+that moves when another connection commits: microseconds, no lock) and reads new rows only
+when it moved. Subscribers register plain callbacks; they must be quick and never block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sluice.clock import Clock, SystemClock
+from sluice.store import schema
+from sluice.store.database import Database, sqlite_data_version_connection
+
+log = logging.getLogger(__name__)
+Callback = Callable[[str], None]
+_PG_PREFIX = "sluice_"
+
+
+class Notifier:
+    """Publish in a transaction; subscribe with a callback per channel."""
+
+    def __init__(
+        self,
+        db: Database,
+        origin: str,
+        *,
+        clock: Clock | None = None,
+        poll_interval: float = 0.02,
+        retention: float = 60.0,
+    ) -> None:
+        self._db = db
+        self._origin = origin
+        self._clock = clock or SystemClock()
+        self._poll_interval = poll_interval
+        self._retention = retention
+        self._callbacks: dict[str, list[Callback]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._pg_channels: set[str] = set()
+        self._pg_conn: Any = None
+        self._listening: set[asyncio.Task[None]] = set()
+
+    async def publish(self, conn: AsyncConnection, channel: str, payload: str) -> None:
+        """Announce a change to `channel`; delivered to every process once `conn` commits."""
+        if self._db.dialect == "postgresql":
+            await conn.execute(sa.select(sa.func.pg_notify(_PG_PREFIX + channel, payload)))
+        else:
+            await conn.execute(
+                sa.insert(schema.notifications).values(
+                    channel=channel,
+                    payload=payload,
+                    origin=self._origin,
+                    created_at=self._clock.now(),
+                )
+            )
+
+    def deliver_local(self, channel: str, payload: str) -> None:
+        """Run this process's callbacks now, without waiting for the round trip."""
+        for callback in list(self._callbacks.get(channel, ())):
+            try:
+                callback(payload)
+            except Exception:
+                log.exception("notification callback for %s failed", channel)
+
+    def subscribe(self, channel: str, callback: Callback) -> Callable[[], None]:
+        """Call `callback(payload)` on each notification; returns an unsubscribe function."""
+        self._callbacks.setdefault(channel, []).append(callback)
+        if self._pg_conn is not None and channel not in self._pg_channels:
+            task = asyncio.get_running_loop().create_task(self._pg_listen(channel))
+            self._listening.add(task)
+            task.add_done_callback(self._listening.discard)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._callbacks[channel].remove(callback)
+
+        return unsubscribe
+
+    async def start(self) -> None:
+        if self._task is not None:
+            return
+        if self._db.dialect == "postgresql":
+            await self._pg_connect()
+            self._task = asyncio.create_task(self._pg_loop(), name="sluice-notifier")
+        else:
+            self._task = asyncio.create_task(self._sqlite_loop(), name="sluice-notifier")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+        if self._pg_conn is not None:
+            await self._pg_conn.close()
+            self._pg_conn = None
+
+    # SQLite: poll data_version, read new rows.
+    async def _sqlite_loop(self) -> None:
+        assert self._db.url.path is not None
+        conn = sqlite_data_version_connection(self._db.url.path)
+        try:
+            last_id = conn.execute("SELECT coalesce(max(id), 0) FROM notifications").fetchone()[0]
+            version = None
+            next_purge = self._clock.now() + self._retention / 2
+            while True:
+                current = conn.execute("PRAGMA data_version").fetchone()[0]
+                if current != version:
+                    version = current
+                    last_id = self._sqlite_drain(conn, last_id)
+                if self._clock.now() >= next_purge:
+                    next_purge = self._clock.now() + self._retention / 2
+                    await self._purge()
+                await asyncio.sleep(self._poll_interval)
+        finally:
+            conn.close()
+
+    def _sqlite_drain(self, conn: Any, last_id: int) -> int:
+        rows = conn.execute(
+            "SELECT id, channel, payload FROM notifications WHERE id > ? ORDER BY id", (last_id,)
+        ).fetchall()
+        for row_id, channel, payload in rows:
+            last_id = row_id
+            self.deliver_local(channel, payload)
+        return int(last_id)
+
+    async def _purge(self) -> None:
+        cutoff = self._clock.now() - self._retention
+        try:
+            async with self._db.begin() as conn:
+                await conn.execute(
+                    sa.delete(schema.notifications).where(
+                        schema.notifications.c.created_at < cutoff
+                    )
+                )
+        except Exception:
+            log.warning("could not purge old notifications", exc_info=True)
+
+    # PostgreSQL: LISTEN on a dedicated autocommit connection.
+    async def _pg_connect(self) -> None:
+        import psycopg
+
+        dsn = self._db.url.driver_url.replace("postgresql+psycopg://", "postgresql://")
+        self._pg_conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        for channel in list(self._callbacks):
+            await self._pg_listen(channel)
+
+    async def _pg_listen(self, channel: str) -> None:
+        if channel in self._pg_channels or self._pg_conn is None:
+            return
+        self._pg_channels.add(channel)
+        from psycopg import sql
+
+        await self._pg_conn.execute(
+            sql.SQL("LISTEN {}").format(sql.Identifier(_PG_PREFIX + channel))
+        )
+
+    async def _pg_loop(self) -> None:
+        async for note in self._pg_conn.notifies():
+            self.deliver_local(note.channel.removeprefix(_PG_PREFIX), note.payload)

@@ -1,0 +1,425 @@
+"""Repositories over one connection: executions, nodes, events, specs, launch plans.
+
+Every phase change is a compare-and-swap: an UPDATE whose WHERE names the phase (or row
+version) the caller last saw, returning whether it won. Use them through `Store.write()` or
+`Store.read()`, which bind them to one transaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sluice.spec.models import LaunchPlanSpec, TaskSpec, WorkflowSpec
+from sluice.spec.phases import (
+    TERMINAL_EXECUTION_PHASES,
+    CacheStatus,
+    ExecutionPhase,
+    NodePhase,
+    ReservationStatus,
+)
+from sluice.store import schema
+from sluice.store.records import EventRecord, ExecutionRecord, LaunchPlanRecord, NodeRecord
+from sluice.store.sql import insert_ignore
+
+_NON_TERMINAL = [p.value for p in ExecutionPhase if p not in TERMINAL_EXECUTION_PHASES]
+_EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(EventRecord) if f.name != "id")
+_NODE_FIELDS = tuple(f.name for f in dataclasses.fields(NodeRecord))
+_NODE_COLUMNS = tuple(name for name in _NODE_FIELDS if name not in ("execution_id", "node_id"))
+
+
+def _execution(row: sa.Row[Any]) -> ExecutionRecord:
+    values = dict(row._mapping)
+    values["phase"] = ExecutionPhase(values["phase"])
+    return ExecutionRecord(**values)
+
+
+def _node(row: sa.Row[Any]) -> NodeRecord:
+    values = dict(row._mapping)
+    values["phase"] = NodePhase(values["phase"])
+    values["cache_status"] = CacheStatus(values["cache_status"])
+    values["reservation_status"] = ReservationStatus(values["reservation_status"])
+    return NodeRecord(**values)
+
+
+class ExecutionRepository:
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+        self._t = schema.executions
+
+    async def insert(self, record: ExecutionRecord) -> bool:
+        """Insert a new execution; False if one with the same id or schedule firing exists."""
+        values = dataclasses.asdict(record)
+        values["phase"] = record.phase.value
+        return await insert_ignore(self._conn, self._t, [values]) == 1
+
+    async def get(self, execution_id: str) -> ExecutionRecord | None:
+        row = (
+            await self._conn.execute(sa.select(self._t).where(self._t.c.id == execution_id))
+        ).first()
+        return _execution(row) if row else None
+
+    async def find(
+        self,
+        *,
+        phases: Collection[ExecutionPhase] | None = None,
+        project: str | None = None,
+        domain: str | None = None,
+        launch_plan: str | None = None,
+        ids: Collection[str] | None = None,
+        limit: int | None = 100,
+        oldest_first: bool = False,
+    ) -> list[ExecutionRecord]:
+        query = sa.select(self._t)
+        if phases is not None:
+            query = query.where(self._t.c.phase.in_([p.value for p in phases]))
+        if project is not None:
+            query = query.where(self._t.c.project == project)
+        if domain is not None:
+            query = query.where(self._t.c.domain == domain)
+        if launch_plan is not None:
+            query = query.where(self._t.c.launch_plan == launch_plan)
+        if ids is not None:
+            query = query.where(self._t.c.id.in_(list(ids)))
+        order = self._t.c.created_at if oldest_first else self._t.c.created_at.desc()
+        query = query.order_by(order, self._t.c.id).limit(limit)
+        return [_execution(row) for row in await self._conn.execute(query)]
+
+    async def compare_and_set_phase(
+        self,
+        execution_id: str,
+        expected: Collection[ExecutionPhase],
+        phase: ExecutionPhase,
+        now: float,
+        **fields: Any,
+    ) -> bool:
+        """Move to `phase` only if the current phase is one of `expected`."""
+        values = {
+            "phase": phase.value,
+            "updated_at": now,
+            "version": self._t.c.version + 1,
+            **fields,
+        }
+        if phase.is_terminal:
+            values.setdefault("ended_at", now)
+        result = await self._conn.execute(
+            sa.update(self._t)
+            .where(self._t.c.id == execution_id, self._t.c.phase.in_([p.value for p in expected]))
+            .values(**values)
+        )
+        return result.rowcount == 1
+
+    async def claim(self, execution_id: str, owner: str, now: float, lease_until: float) -> bool:
+        """Take ownership of a non-terminal execution that nobody holds (or whose holder's
+        lease lapsed, or that `owner` already holds)."""
+        t = self._t
+        result = await self._conn.execute(
+            sa.update(t)
+            .where(
+                t.c.id == execution_id,
+                t.c.phase.in_(_NON_TERMINAL),
+                t.c.phase != ExecutionPhase.PENDING.value,
+                sa.or_(t.c.owner.is_(None), t.c.owner_expires_at < now, t.c.owner == owner),
+            )
+            .values(owner=owner, owner_expires_at=lease_until)
+        )
+        return result.rowcount == 1
+
+    async def claimable(self, owner: str, now: float, limit: int) -> list[str]:
+        """Ids of executions an engine could claim, oldest first."""
+        t = self._t
+        query = (
+            sa.select(t.c.id)
+            .where(
+                t.c.phase.in_(_NON_TERMINAL),
+                t.c.phase != ExecutionPhase.PENDING.value,
+                sa.or_(t.c.owner.is_(None), t.c.owner_expires_at < now, t.c.owner == owner),
+            )
+            .order_by(t.c.priority.desc(), t.c.created_at)
+            .limit(limit)
+        )
+        return [row.id for row in await self._conn.execute(query)]
+
+    async def hold(self, execution_id: str, owner: str, lease_until: float) -> bool:
+        """Extend `owner`'s lease on one execution; False if it no longer owns it."""
+        t = self._t
+        result = await self._conn.execute(
+            sa.update(t)
+            .where(t.c.id == execution_id, t.c.owner == owner)
+            .values(owner_expires_at=lease_until)
+        )
+        return result.rowcount == 1
+
+    async def renew(
+        self, owner: str, execution_ids: Collection[str], lease_until: float
+    ) -> set[str]:
+        """Extend the lease on executions `owner` still holds; returns those it still holds."""
+        if not execution_ids:
+            return set()
+        t = self._t
+        await self._conn.execute(
+            sa.update(t)
+            .where(t.c.owner == owner, t.c.id.in_(list(execution_ids)))
+            .values(owner_expires_at=lease_until)
+        )
+        rows = await self._conn.execute(
+            sa.select(t.c.id).where(t.c.owner == owner, t.c.id.in_(list(execution_ids)))
+        )
+        return {row.id for row in rows}
+
+    async def release(self, execution_id: str, owner: str) -> None:
+        t = self._t
+        await self._conn.execute(
+            sa.update(t)
+            .where(t.c.id == execution_id, t.c.owner == owner)
+            .values(owner=None, owner_expires_at=None)
+        )
+
+    async def count_active(self, project: str, domain: str, launch_plan: str) -> int:
+        t = self._t
+        query = sa.select(sa.func.count()).where(
+            t.c.project == project,
+            t.c.domain == domain,
+            t.c.launch_plan == launch_plan,
+            t.c.phase.in_([p.value for p in ExecutionPhase if p.is_active]),
+        )
+        return int((await self._conn.execute(query)).scalar_one())
+
+
+class NodeRepository:
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+        self._t = schema.node_executions
+
+    async def insert_many(self, records: Sequence[NodeRecord]) -> None:
+        if records:
+            await self._conn.execute(sa.insert(self._t), [self._values(r) for r in records])
+
+    async def list(self, execution_id: str) -> list[NodeRecord]:
+        query = sa.select(self._t).where(self._t.c.execution_id == execution_id)
+        return [_node(row) for row in await self._conn.execute(query)]
+
+    async def get(self, execution_id: str, node_id: str) -> NodeRecord | None:
+        query = sa.select(self._t).where(
+            self._t.c.execution_id == execution_id, self._t.c.node_id == node_id
+        )
+        row = (await self._conn.execute(query)).first()
+        return _node(row) if row else None
+
+    async def update(self, record: NodeRecord) -> bool:
+        """Write `record` if the stored row is still at `record.version`; bumps the version."""
+        return await self.update_many([record])
+
+    async def update_many(self, records: Sequence[NodeRecord]) -> bool:
+        """Compare-and-swap each record on its version, in one statement executed for all.
+        True if every row was at the expected version (then every version is bumped); False
+        if any was not, and the caller must roll the transaction back."""
+        if not records:
+            return True
+        t = self._t
+        statement = (
+            sa.update(t)
+            .where(
+                t.c.execution_id == sa.bindparam("b_execution_id"),
+                t.c.node_id == sa.bindparam("b_node_id"),
+                t.c.version == sa.bindparam("b_version"),
+            )
+            .values({column: sa.bindparam(column) for column in _NODE_COLUMNS})
+        )
+        rows = [
+            {
+                **self._values(r),
+                "version": r.version + 1,
+                "b_execution_id": r.execution_id,
+                "b_node_id": r.node_id,
+                "b_version": r.version,
+            }
+            for r in records
+        ]
+        result = await self._conn.execute(statement, rows)
+        if result.rowcount != len(records):
+            return False
+        for record in records:
+            record.version += 1
+        return True
+
+    @staticmethod
+    def _values(record: NodeRecord) -> dict[str, Any]:
+        values = {name: getattr(record, name) for name in _NODE_FIELDS}
+        for key in ("phase", "cache_status", "reservation_status"):
+            values[key] = values[key].value
+        return values
+
+
+class EventRepository:
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+        self._t = schema.events
+
+    async def append(self, events: Sequence[EventRecord]) -> None:
+        if events:
+            rows = [{name: getattr(e, name) for name in _EVENT_FIELDS} for e in events]
+            await self._conn.execute(sa.insert(self._t), rows)
+
+    async def list(
+        self, execution_id: str | None = None, after_id: int = 0, limit: int | None = None
+    ) -> list[EventRecord]:
+        query = (
+            sa.select(self._t).where(self._t.c.id > after_id).order_by(self._t.c.id).limit(limit)
+        )
+        if execution_id is not None:
+            query = query.where(self._t.c.execution_id == execution_id)
+        return [EventRecord(**row._mapping) for row in await self._conn.execute(query)]
+
+
+class SpecRepository:
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+
+    async def put_workflow(self, project: str, domain: str, spec: WorkflowSpec, now: float) -> None:
+        """Register a workflow closure and its tasks; specs are immutable, so re-registering
+        the same name and version is a no-op."""
+        tasks = [self._row(project, domain, t.name, t.version, t, now) for t in spec.tasks.values()]
+        await insert_ignore(self._conn, schema.task_specs, tasks)
+        row = self._row(project, domain, spec.name, spec.version, spec, now)
+        await insert_ignore(self._conn, schema.workflow_specs, [row])
+
+    async def get_workflow(
+        self, project: str, domain: str, name: str, version: str
+    ) -> WorkflowSpec | None:
+        t = schema.workflow_specs
+        row = (
+            await self._conn.execute(
+                sa.select(t.c.spec).where(
+                    t.c.project == project,
+                    t.c.domain == domain,
+                    t.c.name == name,
+                    t.c.version == version,
+                )
+            )
+        ).first()
+        return WorkflowSpec.model_validate(row.spec) if row else None
+
+    async def get_task(self, project: str, domain: str, name: str, version: str) -> TaskSpec | None:
+        t = schema.task_specs
+        row = (
+            await self._conn.execute(
+                sa.select(t.c.spec).where(
+                    t.c.project == project,
+                    t.c.domain == domain,
+                    t.c.name == name,
+                    t.c.version == version,
+                )
+            )
+        ).first()
+        return TaskSpec.model_validate(row.spec) if row else None
+
+    @staticmethod
+    def _row(
+        project: str, domain: str, name: str, version: str, spec: Any, now: float
+    ) -> dict[str, Any]:
+        return {
+            "project": project,
+            "domain": domain,
+            "name": name,
+            "version": version,
+            "spec": spec.model_dump(mode="json"),
+            "created_at": now,
+        }
+
+
+class LaunchPlanRepository:
+    ACTIVE = "ACTIVE"
+    INACTIVE = "INACTIVE"
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+        self._t = schema.launch_plans
+
+    async def put(self, project: str, domain: str, spec: LaunchPlanSpec, now: float) -> bool:
+        """Register a version (INACTIVE); False if that version exists already."""
+        row = {
+            "project": project,
+            "domain": domain,
+            "name": spec.name,
+            "version": spec.version,
+            "workflow": spec.workflow,
+            "spec": spec.model_dump(mode="json"),
+            "state": self.INACTIVE,
+            "created_at": now,
+            "updated_at": now,
+        }
+        return await insert_ignore(self._conn, self._t, [row]) == 1
+
+    async def get(
+        self, project: str, domain: str, name: str, version: str
+    ) -> LaunchPlanRecord | None:
+        t = self._t
+        row = (
+            await self._conn.execute(
+                sa.select(t).where(
+                    t.c.project == project,
+                    t.c.domain == domain,
+                    t.c.name == name,
+                    t.c.version == version,
+                )
+            )
+        ).first()
+        return LaunchPlanRecord(**row._mapping) if row else None
+
+    async def active(self, project: str, domain: str, name: str) -> LaunchPlanRecord | None:
+        t = self._t
+        row = (
+            await self._conn.execute(
+                sa.select(t).where(
+                    t.c.project == project,
+                    t.c.domain == domain,
+                    t.c.name == name,
+                    t.c.state == self.ACTIVE,
+                )
+            )
+        ).first()
+        return LaunchPlanRecord(**row._mapping) if row else None
+
+    async def find(
+        self,
+        project: str | None = None,
+        domain: str | None = None,
+        name: str | None = None,
+        active_only: bool = False,
+    ) -> list[LaunchPlanRecord]:
+        t = self._t
+        query = sa.select(t).order_by(t.c.project, t.c.domain, t.c.name, t.c.created_at)
+        for column, value in ((t.c.project, project), (t.c.domain, domain), (t.c.name, name)):
+            if value is not None:
+                query = query.where(column == value)
+        if active_only:
+            query = query.where(t.c.state == self.ACTIVE)
+        return [LaunchPlanRecord(**row._mapping) for row in await self._conn.execute(query)]
+
+    async def set_active(
+        self, project: str, domain: str, name: str, version: str | None, now: float
+    ) -> None:
+        """Make `version` the one ACTIVE version (None deactivates all), in this transaction."""
+        t = self._t
+        key = (t.c.project == project, t.c.domain == domain, t.c.name == name)
+        await self._conn.execute(
+            sa.update(t)
+            .where(*key, t.c.state == self.ACTIVE)
+            .values(state=self.INACTIVE, updated_at=now)
+        )
+        if version is not None:
+            await self._conn.execute(
+                sa.update(t)
+                .where(*key, t.c.version == version)
+                .values(state=self.ACTIVE, updated_at=now)
+            )
+
+    async def changed_since(self, since: float) -> list[LaunchPlanRecord]:
+        t = self._t
+        query = sa.select(t).where(t.c.updated_at > since).order_by(t.c.updated_at)
+        return [LaunchPlanRecord(**row._mapping) for row in await self._conn.execute(query)]

@@ -1,0 +1,277 @@
+"""Every table sluice keeps, as SQLAlchemy Core. Timestamps are float seconds since the epoch;
+JSON is stored as text so SQLite and PostgreSQL keep the same bytes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+class JSONText(sa.types.TypeDecorator[Any]):
+    """JSON values stored as text; None stays SQL NULL."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        return None if value is None else json.dumps(value, separators=(",", ":"))
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> Any:
+        return None if value is None else json.loads(value)
+
+
+def _time(name: str, nullable: bool = False) -> sa.Column[float]:
+    return sa.Column(name, sa.Double, nullable=nullable)
+
+
+def _name(name: str, length: int = 255, **kw: Any) -> sa.Column[str]:
+    return sa.Column(name, sa.String(length), **kw)
+
+
+task_specs = sa.Table(
+    "task_specs",
+    metadata,
+    _name("project", primary_key=True),
+    _name("domain", primary_key=True),
+    _name("name", primary_key=True),
+    _name("version", 128, primary_key=True),
+    sa.Column("spec", JSONText, nullable=False),
+    _time("created_at"),
+)
+
+workflow_specs = sa.Table(
+    "workflow_specs",
+    metadata,
+    _name("project", primary_key=True),
+    _name("domain", primary_key=True),
+    _name("name", primary_key=True),
+    _name("version", 128, primary_key=True),
+    sa.Column("spec", JSONText, nullable=False),
+    _time("created_at"),
+)
+
+launch_plans = sa.Table(
+    "launch_plans",
+    metadata,
+    _name("project", primary_key=True),
+    _name("domain", primary_key=True),
+    _name("name", primary_key=True),
+    _name("version", 128, primary_key=True),
+    _name("workflow", 400, nullable=False),
+    sa.Column("spec", JSONText, nullable=False),
+    _name("state", 16, nullable=False),
+    _time("created_at"),
+    _time("updated_at"),
+    sa.Index(
+        "uq_launch_plans_one_active",
+        "project",
+        "domain",
+        "name",
+        unique=True,
+        sqlite_where=sa.text("state = 'ACTIVE'"),
+        postgresql_where=sa.text("state = 'ACTIVE'"),
+    ),
+)
+
+executions = sa.Table(
+    "executions",
+    metadata,
+    _name("id", 64, primary_key=True),
+    _name("project", nullable=False),
+    _name("domain", nullable=False),
+    _name("workflow_name", nullable=False),
+    _name("workflow_version", 128, nullable=False),
+    _name("launch_plan", nullable=True),
+    _name("launch_plan_version", 128, nullable=True),
+    _name("phase", 16, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False, server_default=""),
+    sa.Column("inputs", JSONText, nullable=False),
+    sa.Column("outputs", JSONText),
+    sa.Column("error", JSONText),
+    sa.Column("options", JSONText, nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False, server_default="0"),
+    _time("created_at"),
+    _time("updated_at"),
+    _time("started_at", True),
+    _time("ended_at", True),
+    _time("scheduled_at", True),
+    _name("owner", 200, nullable=True),
+    _time("owner_expires_at", True),
+    sa.Column("version", sa.Integer, nullable=False, server_default="0"),
+    sa.Index("ix_executions_phase", "phase"),
+    sa.Index("ix_executions_launch_plan", "project", "domain", "launch_plan", "phase"),
+    sa.Index(
+        "uq_executions_firing",
+        "project",
+        "domain",
+        "launch_plan",
+        "scheduled_at",
+        unique=True,
+        sqlite_where=sa.text("scheduled_at IS NOT NULL"),
+        postgresql_where=sa.text("scheduled_at IS NOT NULL"),
+    ),
+)
+
+node_executions = sa.Table(
+    "node_executions",
+    metadata,
+    _name("execution_id", 64, primary_key=True),
+    _name("node_id", primary_key=True),
+    _name("phase", 16, nullable=False),
+    sa.Column("task_phase", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("phase_version", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("reason", sa.Text, nullable=False, server_default=""),
+    sa.Column("attempt", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("system_failures", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("plugin_state", JSONText),
+    sa.Column("plugin_state_version", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("inputs", JSONText),
+    sa.Column("outputs", JSONText),
+    sa.Column("error", JSONText),
+    _name("cache_status", 16, nullable=False, server_default="DISABLED"),
+    _name("reservation_status", 16, nullable=False, server_default="DISABLED"),
+    sa.Column("claims", JSONText),
+    _time("started_at", True),
+    _time("attempt_started_at", True),
+    _time("next_attempt_at", True),
+    _time("updated_at"),
+    _time("ended_at", True),
+    sa.Column("version", sa.Integer, nullable=False, server_default="0"),
+)
+
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    _name("execution_id", 64, nullable=False),
+    _name("node_id", nullable=False, server_default=""),
+    sa.Column("attempt", sa.Integer, nullable=False, server_default="0"),
+    _name("phase", 32, nullable=False),
+    sa.Column("phase_version", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("reason", sa.Text, nullable=False, server_default=""),
+    _time("occurred_at"),
+    sa.Column("info", JSONText),
+    sa.Index("ix_events_execution", "execution_id", "id"),
+)
+
+notifications = sa.Table(
+    "notifications",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    _name("channel", 64, nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    _name("origin", 200, nullable=False),
+    _time("created_at"),
+)
+
+# Resource manager (resources/backends/sql.py). Holders, waiters and usage counters carry
+# project and domain as columns, so scope counts are exact: project "foo" never counts tokens of
+# "foobar". Quota sources are kept apart; the effective one is operator ?? config ?? plugin ??
+# default (the default a lock claim brings, kept so `quota ls` can show it).
+resource_quotas = sa.Table(
+    "resource_quotas",
+    metadata,
+    _name("namespace", 512, primary_key=True),
+    sa.Column("plugin_quota", sa.Integer),
+    sa.Column("config_quota", sa.Integer),
+    sa.Column("operator_quota", sa.Integer),
+    sa.Column("default_quota", sa.Integer),
+    _time("updated_at"),
+)
+
+# Units in use per scope, so an allocation reads three counters instead of summing holders.
+# Per namespace: ('', '') is the global count, (project, '') a project's, (project, domain) a
+# project/domain's. Project and domain are never empty, so the rows cannot collide.
+resource_usage = sa.Table(
+    "resource_usage",
+    metadata,
+    _name("namespace", 512, primary_key=True),
+    _name("project", primary_key=True),
+    _name("domain", primary_key=True),
+    sa.Column("in_use", sa.Integer, nullable=False),
+)
+
+resource_holders = sa.Table(
+    "resource_holders",
+    metadata,
+    _name("namespace", 512, primary_key=True),
+    _name("token", 512, primary_key=True),
+    _name("project", nullable=False),
+    _name("domain", nullable=False),
+    _name("execution_id", 64, nullable=False, server_default=""),
+    _name("node_id", nullable=False, server_default=""),
+    sa.Column("units", sa.Integer, nullable=False),
+    _time("granted_at"),
+    _time("lease_expires_at"),
+    sa.Index("ix_resource_holders_lease", "lease_expires_at"),
+)
+
+# A waiter keeps its caps so that older waiters can be judged when a newcomer asks.
+resource_waiters = sa.Table(
+    "resource_waiters",
+    metadata,
+    _name("namespace", 512, primary_key=True),
+    _name("token", 512, primary_key=True),
+    _name("project", nullable=False),
+    _name("domain", nullable=False),
+    _name("execution_id", 64, nullable=False, server_default=""),
+    _name("node_id", nullable=False, server_default=""),
+    sa.Column("units", sa.Integer, nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("project_cap", sa.Integer),
+    sa.Column("domain_cap", sa.Integer),
+    _time("first_requested_at"),
+    _time("expires_at"),
+    _name("blocking_scope", 32, nullable=False, server_default=""),
+    sa.Index("ix_resource_waiters_order", "namespace", "first_requested_at"),
+    sa.Index("ix_resource_waiters_expires", "expires_at"),
+)
+
+# Task cache and serialized reservations (cache/).
+cache_entries = sa.Table(
+    "cache_entries",
+    metadata,
+    _name("key", 128, primary_key=True),
+    _name("task_name", nullable=False),
+    _name("cache_version", 128, nullable=False),
+    sa.Column("outputs", JSONText, nullable=False),
+    _time("created_at"),
+    _name("execution_id", 64, nullable=False, server_default=""),
+    _name("node_id", nullable=False, server_default=""),
+    sa.Index("ix_cache_entries_task_name", "task_name"),  # `sluice cache ls|rm --task`
+)
+
+# created_at: when the current owner acquired the key (kept while it extends).
+cache_reservations = sa.Table(
+    "cache_reservations",
+    metadata,
+    _name("key", 128, primary_key=True),
+    _name("owner_id", 400, nullable=False),
+    sa.Column("heartbeat_seconds", sa.Double, nullable=False),
+    _time("expires_at"),
+    _time("created_at"),
+    _time("updated_at"),
+    sa.Index("ix_cache_reservations_expires_at", "expires_at"),
+    sa.Index("ix_cache_reservations_owner_id", "owner_id"),
+)
