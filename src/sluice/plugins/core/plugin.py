@@ -1,0 +1,59 @@
+"""The plugin contract: a Plugin drives one kind of task; a PluginEntry says how to load it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from sluice.plugins.core.context import SetupContext, TaskExecutionContext
+from sluice.plugins.core.phase import Transition
+
+
+@dataclass(frozen=True)
+class PluginProperties:
+    disable_node_level_caching: bool = False
+    """The engine skips cache lookups, puts and reservations for this plugin's tasks."""
+    generated_name_max_length: int | None = None
+    """Longest generated name the plugin's external system accepts; at least 8."""
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    """Drives tasks of some types. Every method is idempotent; `handle` never blocks.
+
+    `handle` is called repeatedly until it reports a terminal phase. `abort` stops the task
+    (called on abort and timeout). `finalize` is always called once the task is terminal or
+    aborted, to release what the attempt holds. An exception from any of them becomes a system
+    error of that task, never a crash of the engine.
+    """
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def properties(self) -> PluginProperties: ...
+
+    async def handle(self, ctx: TaskExecutionContext) -> Transition: ...
+
+    async def abort(self, ctx: TaskExecutionContext) -> None: ...
+
+    async def finalize(self, ctx: TaskExecutionContext) -> None: ...
+
+
+PluginLoader = Callable[[SetupContext], "Plugin | Awaitable[Plugin]"]
+
+
+@dataclass(frozen=True)
+class PluginEntry:
+    """How to load a plugin: its id, the task types it handles, and a loader.
+
+    `is_default` makes it the catch-all for task types no other plugin handles;
+    `default_for_task_types` makes it the choice when several plugins handle a type.
+    """
+
+    id: str
+    task_types: tuple[str, ...]
+    load: PluginLoader
+    is_default: bool = False
+    default_for_task_types: tuple[str, ...] = field(default=())
