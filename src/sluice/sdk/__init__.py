@@ -1,0 +1,1 @@
+"""The authoring API: @task, @workflow, LaunchPlan, Cache and friends, turned into specs."""

@@ -1,0 +1,95 @@
+"""LaunchPlan: a named, versioned way to launch a workflow, with inputs, schedule, policy."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sluice.errors import DefinitionError, InputError
+from sluice.sdk.workflow import WorkflowDef
+from sluice.spec.canonical import digest
+from sluice.spec.models import ConcurrencyPolicy, LaunchPlanSpec, Schedule, WorkflowSpec
+from sluice.spec.types import validate_json
+
+
+def check_launch_inputs(
+    workflow: WorkflowSpec, values: Mapping[str, Any], where: str
+) -> dict[str, Any]:
+    """Validate named JSON inputs against a workflow's interface, naming the bad one."""
+    checked = {}
+    for name, value in values.items():
+        declared = workflow.interface.inputs.get(name)
+        if declared is None:
+            raise InputError(
+                f"{where}: {workflow.name!r} has no input {name!r}; inputs are "
+                f"{sorted(workflow.interface.inputs)}"
+            )
+        checked[name] = validate_json(declared.type, value, f"{where}: input {name!r}")
+    return checked
+
+
+class LaunchPlan:
+    """Launch `workflow` with default inputs (overridable), fixed inputs (not overridable), an
+    optional schedule, a concurrency policy and a priority."""
+
+    def __init__(
+        self,
+        name: str,
+        workflow: WorkflowDef[Any, Any],
+        *,
+        default_inputs: Mapping[str, Any] | None = None,
+        fixed_inputs: Mapping[str, Any] | None = None,
+        schedule: Schedule | None = None,
+        concurrency: ConcurrencyPolicy | None = None,
+        priority: int = 0,
+        overwrite_cache: bool = False,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise DefinitionError(f"LaunchPlan name must be a non-empty string, got {name!r}")
+        if not isinstance(workflow, WorkflowDef):
+            raise DefinitionError(
+                f"LaunchPlan {name!r}: workflow must be a @workflow, got {workflow!r}"
+            )
+        if concurrency is not None and not isinstance(concurrency, ConcurrencyPolicy):
+            raise DefinitionError(f"LaunchPlan {name!r}: concurrency must be a ConcurrencyPolicy")
+        if schedule is not None and not isinstance(schedule, Schedule):
+            raise DefinitionError(f"LaunchPlan {name!r}: schedule must be a Schedule")
+        self.name = name
+        self.workflow = workflow
+        self.default_inputs = dict(default_inputs or {})
+        self.fixed_inputs = dict(fixed_inputs or {})
+        self.schedule = schedule
+        self.concurrency = concurrency
+        self.priority = priority
+        self.overwrite_cache = overwrite_cache
+        self._spec: LaunchPlanSpec | None = None
+
+    @property
+    def spec(self) -> LaunchPlanSpec:
+        if self._spec is None:
+            self._spec = self._build()
+        return self._spec
+
+    def _build(self) -> LaunchPlanSpec:
+        wf = self.workflow.spec
+        where = f"launch plan {self.name!r}"
+        defaults = check_launch_inputs(wf, self.default_inputs, where)
+        fixed = check_launch_inputs(wf, self.fixed_inputs, where)
+        overlap = sorted(set(defaults) & set(fixed))
+        if overlap:
+            raise DefinitionError(f"{where}: input {overlap[0]!r} is both default and fixed")
+        draft = LaunchPlanSpec(
+            name=self.name,
+            version="",
+            workflow=f"{wf.name}@{wf.version}",
+            default_inputs=defaults,
+            fixed_inputs=fixed,
+            schedule=self.schedule,
+            concurrency=self.concurrency,
+            priority=self.priority,
+            overwrite_cache=self.overwrite_cache,
+        )
+        return draft.model_copy(update={"version": digest(draft.model_dump(mode="json"))[:16]})
+
+    def __repr__(self) -> str:
+        return f"<launch plan {self.name}>"

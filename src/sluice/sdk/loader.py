@@ -1,0 +1,90 @@
+"""Load user code named as `path/to/file.py:name` or `package.module:name`."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from sluice.errors import NotFoundError
+
+
+def load_module(module: str, file: str = "") -> ModuleType:
+    """Import `module`, loading it from `file` when it is not importable by name. A file is
+    loaded under its own stem, the name tasks defined in it carry (see naming.module_name)."""
+    loaded = sys.modules.get(module)
+    if loaded is not None and (not file or _same_file(loaded, file)):
+        return loaded
+    if file:
+        # A stem that shadows another module (a script named json.py) gets a private name.
+        name = module if loaded is None else f"sluice_file_{module}"
+        return sys.modules.get(name) or _load_file(Path(file), name)
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise NotFoundError(f"cannot import module {module!r}: {exc}") from None
+
+
+def _same_file(module: ModuleType, file: str) -> bool:
+    own = getattr(module, "__file__", None)
+    return own is not None and Path(own).resolve() == Path(file).resolve()
+
+
+def _load_file(path: Path, name: str) -> ModuleType:
+    if not path.is_file():
+        raise NotFoundError(f"file {str(path)!r} does not exist")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise NotFoundError(f"cannot load {str(path)!r} as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    parent = str(path.resolve().parent)
+    if parent not in sys.path:
+        sys.path.insert(0, parent)  # so the file's own sibling imports work
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def resolve_attribute(module: ModuleType, qualname: str) -> Any:
+    target: Any = module
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise NotFoundError(f"{module.__name__!r} has no {qualname!r}")
+    return target
+
+
+def load_target(reference: str) -> Any:
+    """`file.py:name` or `pkg.module:name` to the object it names; NotFoundError otherwise."""
+    location, sep, name = reference.rpartition(":")
+    if not sep or not location or not name:
+        raise NotFoundError(
+            f"{reference!r} does not name a target; use path/to/file.py:workflow or module:workflow"
+        )
+    if location.endswith(".py") or "/" in location:
+        path = Path(location)
+        module = load_module(path.stem, str(path.resolve()))
+    else:
+        module = load_module(location)
+    try:
+        return resolve_attribute(module, name)
+    except NotFoundError:
+        known = sorted(k for k, v in vars(module).items() if _is_runnable(v))
+        raise NotFoundError(
+            f"{location} has no workflow, launch plan or task {name!r}; it has {known}"
+        ) from None
+
+
+def _is_runnable(value: Any) -> bool:
+    from sluice.sdk.launch_plan import LaunchPlan
+    from sluice.sdk.task import TaskDef
+    from sluice.sdk.workflow import WorkflowDef
+
+    return isinstance(value, WorkflowDef | LaunchPlan | TaskDef)
