@@ -1,0 +1,43 @@
+"""Python entry points over the same services as the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from sluice.config import Settings, load_config
+from sluice.errors import SluiceError
+from sluice.runtime import Runtime
+from sluice.spec.phases import ExecutionPhase
+from sluice.store.records import ExecutionRecord
+
+
+async def run_async(
+    target: Any, inputs: Mapping[str, Any], settings: Settings | None = None
+) -> ExecutionRecord:
+    """Launch `target` and drive it to the end in this process; the final record."""
+    runtime = await Runtime.open(settings or load_config(), role="run")
+    try:
+        record = await runtime.launch(target, inputs)
+        engine = await runtime.engine(only=[record.id])
+        await engine.start()
+        try:
+            await engine.wait(record.id)
+        finally:
+            await engine.stop()
+        async with runtime.store.read() as repos:
+            final = await repos.executions.get(record.id)
+        assert final is not None
+        return final
+    finally:
+        await runtime.close()
+
+
+def run_sync(target: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    final = asyncio.run(run_async(target, inputs))
+    if final.phase is not ExecutionPhase.SUCCEEDED:
+        raise SluiceError(
+            f"execution {final.id} ended {final.phase.value}: {final.error or final.reason}"
+        )
+    return dict(final.outputs or {})

@@ -1,0 +1,1 @@
+"""The engine: an event-driven reconcile loop over executions, nodes and plugins."""

@@ -1,0 +1,102 @@
+"""The engine's TaskExecutionContext: what a plugin sees of one task attempt."""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sluice.clock import Clock
+from sluice.errors import NotFoundError
+from sluice.plugins.core.context import TaskExecutionMetadata
+from sluice.resources.models import ResourceManager
+from sluice.spec.models import TaskSpec
+
+
+class EnvSecrets:
+    """Secrets from `SLUICE_SECRET_<NAME>` environment variables or files in a directory."""
+
+    def __init__(self, directory: str | None = None) -> None:
+        self._directory = Path(directory) if directory else None
+
+    def get(self, name: str) -> str:
+        value = os.environ.get("SLUICE_SECRET_" + name.upper().replace("-", "_"))
+        if value is not None:
+            return value
+        if self._directory is not None and (self._directory / name).is_file():
+            return (self._directory / name).read_text().strip()
+        raise NotFoundError(f"secret {name!r} is not set (SLUICE_SECRET_{name.upper()})")
+
+
+class PendingState:
+    """Plugin state: reads see the last persisted value; a put is kept until the engine
+    persists it with the transition."""
+
+    def __init__(self, version: int, value: dict[str, Any] | None) -> None:
+        self._version = version
+        self._value = value
+        self.written = False
+
+    @property
+    def state_version(self) -> int:
+        return self._version
+
+    def get(self) -> dict[str, Any] | None:
+        return copy.deepcopy(self._value)
+
+    def put(self, version: int, state: dict[str, Any]) -> None:
+        self._version, self._value, self.written = version, copy.deepcopy(state), True
+
+    def reset(self) -> None:
+        self._version, self._value, self.written = 0, None, True
+
+    @property
+    def value(self) -> dict[str, Any] | None:
+        return self._value
+
+
+class PendingOutputs:
+    def __init__(self) -> None:
+        self.values: dict[str, Any] | None = None
+
+    def put(self, outputs: Mapping[str, Any]) -> None:
+        self.values = dict(outputs)
+
+
+class NodeContext:
+    """A TaskExecutionContext for one call of a plugin on one node attempt."""
+
+    def __init__(
+        self,
+        *,
+        metadata: TaskExecutionMetadata,
+        task: TaskSpec,
+        inputs: Mapping[str, Any],
+        state: PendingState,
+        resource_manager: ResourceManager,
+        secrets: EnvSecrets,
+        clock: Clock,
+        refresh: Callable[[], None],
+    ) -> None:
+        self.metadata = metadata
+        self.task = task
+        self.inputs = inputs
+        self.outputs = PendingOutputs()
+        self.state = state
+        self.resource_manager = resource_manager
+        self.secrets = secrets
+        self.clock = clock
+        self._refresh = refresh
+
+    @property
+    def state_reader(self) -> PendingState:
+        return self.state
+
+    @property
+    def state_writer(self) -> PendingState:
+        return self.state
+
+    def refresh(self) -> None:
+        self._refresh()

@@ -1,0 +1,213 @@
+"""One reconcile pass over one execution: start ready nodes, step running ones, propagate
+completion, fail or abort, and persist everything in one transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sluice.engine.bindings import resolve, resolve_inputs
+from sluice.engine.handler import TaskHandler
+from sluice.engine.services import EngineServices, Scheduling
+from sluice.engine.state import ExecutionState, NodeState
+from sluice.errors import InputError
+from sluice.plugins.core.phase import PhaseInfo
+from sluice.spec.phases import ExecutionPhase, NodePhase
+from sluice.store.notify import Notifier
+from sluice.store.records import EventRecord
+from sluice.store.store import Repos, Store
+
+log = logging.getLogger(__name__)
+EXECUTIONS_CHANNEL = "executions"
+_UNSUCCESSFUL = (NodePhase.FAILED, NodePhase.ABORTED, NodePhase.SKIPPED)
+
+
+class LostOwnership(Exception):
+    """Another engine holds the execution now; this one must drop it."""
+
+
+class ExecutionDriver:
+    def __init__(
+        self,
+        services: EngineServices,
+        scheduling: Scheduling,
+        store: Store,
+        notifier: Notifier | None,
+    ) -> None:
+        self.s = services
+        self.store = store
+        self.notifier = notifier
+        self.handler = TaskHandler(services, scheduling)
+        self._steps = asyncio.Semaphore(64)
+
+    async def reconcile(self, ex: ExecutionState) -> None:
+        async with ex.lock:
+            if ex.record.phase is ExecutionPhase.QUEUED:
+                self._set_phase(ex, ExecutionPhase.RUNNING, started_at=self.s.clock.now())
+            if ex.record.phase in (ExecutionPhase.ABORTING, ExecutionPhase.FAILING):
+                await self._stop_all(ex)
+            else:
+                await self._evaluate_todo(ex)
+            self._complete_if_done(ex)
+            await self.persist(ex)
+
+    async def _evaluate_todo(self, ex: ExecutionState) -> None:
+        while ex.todo and not ex.record.phase.is_terminal:
+            batch = [ex.nodes[node_id] for node_id in ex.todo]
+            ex.todo.clear()
+            await asyncio.gather(*(self._evaluate(ex, node) for node in batch))
+            if ex.record.phase is ExecutionPhase.FAILING:
+                await self._stop_all(ex)
+                return
+
+    async def _evaluate(self, ex: ExecutionState, node: NodeState) -> None:
+        before = node.record.phase
+        if before is NodePhase.NOT_STARTED and not self._start(ex, node):
+            return
+        if node.record.phase is NodePhase.RUNNING:
+            async with self._steps:
+                await self.handler.step(ex, node)
+        if node.record.phase.is_terminal and not before.is_terminal:
+            self._propagate(ex, node)
+
+    def _start(self, ex: ExecutionState, node: NodeState) -> bool:
+        """Move a node whose upstream all succeeded to RUNNING with its inputs bound."""
+        if any(ex.nodes[d].record.phase in _UNSUCCESSFUL for d in node.dependencies):
+            self.handler.record(
+                ex, node, PhaseInfo.aborted(0, "skipped: an upstream node did not succeed")
+            )
+            self._end_node(ex, node, NodePhase.SKIPPED)
+            return True
+        if node.waiting_on:
+            return False
+        rec = node.record
+        now = self.s.clock.now()
+        try:
+            rec.inputs = resolve_inputs(
+                node.task.interface,
+                node.spec.inputs,
+                ex.record.inputs,
+                ex.outputs_by_node(),
+                f"node {node.id!r}",
+            )
+        except InputError as exc:
+            rec.error = {"code": "BadInputs", "message": str(exc), "kind": "USER"}
+            self._end_node(ex, node, NodePhase.FAILED)
+            return True
+        rec.phase, rec.started_at, rec.updated_at = NodePhase.RUNNING, now, now
+        ex.mark_changed(node)
+        return True
+
+    def _end_node(self, ex: ExecutionState, node: NodeState, phase: NodePhase) -> None:
+        node.record.phase = phase
+        node.record.ended_at = self.s.clock.now()
+        ex.mark_changed(node)
+
+    def _propagate(self, ex: ExecutionState, node: NodeState) -> None:
+        for child in ex.dependents.get(node.id, ()):
+            if node.record.phase is NodePhase.SUCCEEDED:
+                ex.nodes[child].waiting_on.discard(node.id)
+            ex.todo.add(child)
+        if node.record.phase is NodePhase.FAILED and not ex.record.phase.is_terminal:
+            self._set_phase(ex, ExecutionPhase.FAILING, reason=f"node {node.id!r} failed")
+
+    async def _stop_all(self, ex: ExecutionState) -> None:
+        reason = ex.record.reason or "execution aborted"
+        active = [n for n in ex.nodes.values() if not n.record.phase.is_terminal]
+        await asyncio.gather(*(self.handler.abort(ex, n, reason) for n in active))
+        ex.todo.clear()
+
+    def _complete_if_done(self, ex: ExecutionState) -> None:
+        if ex.record.phase.is_terminal or not ex.all_terminal():
+            return
+        failed = sorted(
+            (n for n in ex.nodes.values() if n.record.phase is NodePhase.FAILED),
+            key=lambda n: n.record.ended_at or 0,
+        )
+        aborted = any(n.record.phase is NodePhase.ABORTED for n in ex.nodes.values())
+        if failed:
+            error = {"node": failed[0].id, **(failed[0].record.error or {})}
+            self._set_phase(ex, ExecutionPhase.FAILED, error=error)
+        elif aborted or ex.record.phase is ExecutionPhase.ABORTING:
+            self._set_phase(ex, ExecutionPhase.ABORTED)
+        else:
+            self._succeed(ex)
+
+    def _succeed(self, ex: ExecutionState) -> None:
+        produced = ex.outputs_by_node()
+        try:
+            outputs = {
+                name: resolve(b, ex.record.inputs, produced)
+                for name, b in ex.workflow.outputs.items()
+            }
+        except InputError as exc:
+            self._set_phase(
+                ex,
+                ExecutionPhase.FAILED,
+                error={"code": "OutputsError", "message": str(exc), "kind": "SYSTEM"},
+            )
+            return
+        self._set_phase(ex, ExecutionPhase.SUCCEEDED, outputs=outputs)
+
+    def _set_phase(self, ex: ExecutionState, phase: ExecutionPhase, **fields: object) -> None:
+        rec = ex.record
+        now = self.s.clock.now()
+        rec.phase, rec.updated_at = phase, now
+        if phase.is_terminal:
+            rec.ended_at = now
+        for key, value in fields.items():
+            setattr(rec, key, value)
+        ex.execution_changed = True
+        ex.events.append(
+            EventRecord(
+                execution_id=ex.id,
+                phase=phase.value,
+                occurred_at=now,
+                reason=str(fields.get("reason", "")),
+            )
+        )
+
+    async def persist(self, ex: ExecutionState) -> None:
+        """Write changed nodes, new events and the execution's phase in one transaction,
+        each node a compare-and-swap on its version, under this engine's ownership."""
+        if not (ex.changed or ex.events or ex.execution_changed):
+            return
+        until = self.s.clock.now() + self.s.config.execution_lease
+        async with self.store.write() as repos:
+            if not await repos.executions.hold(ex.id, self.s.engine_id, until):
+                raise LostOwnership(ex.id)
+            changed = [ex.nodes[node_id].record for node_id in sorted(ex.changed)]
+            if not await repos.nodes.update_many(changed):
+                raise LostOwnership(f"{ex.id}: a node was changed by another engine")
+            await repos.events.append(ex.events)
+            if ex.execution_changed:
+                await self._write_phase(repos, ex)
+        ex.changed.clear()
+        ex.events.clear()
+        ex.execution_changed = False
+
+    async def _write_phase(self, repos: Repos, ex: ExecutionState) -> None:
+        rec = ex.record
+        stored = await repos.executions.get(ex.id)
+        if stored is None:
+            raise LostOwnership(ex.id)
+        if stored.phase is ExecutionPhase.ABORTING and rec.phase in (
+            ExecutionPhase.RUNNING,
+            ExecutionPhase.FAILING,
+        ):
+            rec.phase = ExecutionPhase.ABORTING  # an abort arrived while we ran: honour it
+            ex.todo.update(ex.nodes)
+            return
+        await repos.executions.compare_and_set_phase(
+            ex.id,
+            [stored.phase],
+            rec.phase,
+            rec.updated_at,
+            reason=rec.reason,
+            started_at=rec.started_at,
+            ended_at=rec.ended_at,
+            outputs=rec.outputs,
+            error=rec.error,
+        )
+        if rec.phase.is_terminal and self.notifier is not None:
+            await self.notifier.publish(repos.conn, EXECUTIONS_CHANNEL, ex.id)

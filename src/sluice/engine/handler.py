@@ -1,0 +1,265 @@
+"""The task handler: one evaluation of one node, from admission to a terminal phase.
+
+Order of a node's life (DESIGN.md section 6): cache lookup -> reservation -> admission under
+the parallelism cap -> quotas and locks -> plugin.handle() until terminal -> finalize.
+An event is recorded only when the plugin's (phase, version) is new. Exceptions raised by a
+plugin become system errors of that task, never a crash of the engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+
+from sluice.engine.bindings import check_outputs
+from sluice.engine.context import NodeContext, PendingState
+from sluice.engine.services import EngineServices, Scheduling
+from sluice.engine.state import ExecutionState, NodeState
+from sluice.errors import InputError, PluginNotFoundError
+from sluice.plugins.core.context import TaskExecutionMetadata
+from sluice.plugins.core.phase import ErrorKind, ExecutionError, Phase, PhaseInfo, Transition
+from sluice.plugins.core.plugin import Plugin
+from sluice.spec.phases import NodePhase
+from sluice.store.records import EventRecord
+
+log = logging.getLogger(__name__)
+
+
+class TaskHandler:
+    def __init__(self, services: EngineServices, scheduling: Scheduling) -> None:
+        self.s = services
+        self.scheduling = scheduling
+
+    async def step(self, ex: ExecutionState, node: NodeState) -> None:
+        rec = node.record
+        now = self.s.clock.now()
+        if rec.next_attempt_at is not None:
+            if now < rec.next_attempt_at:
+                self.scheduling.wake_at(ex.id, node.id, rec.next_attempt_at)
+                return
+            rec.next_attempt_at = None
+            ex.mark_changed(node)
+        if not node.admitted and not self._admitted_now(ex, node):
+            return
+        if rec.attempt_started_at is None:
+            self._launch(ex, node, now)
+        if self._timed_out(node, now):
+            await self._time_out(ex, node)
+            return
+        info = await self._invoke(ex, node)
+        await self.apply(ex, node, info)
+
+    def _admitted_now(self, ex: ExecutionState, node: NodeState) -> bool:
+        """Ask for a parallelism slot; most of the time one is free and the node goes on."""
+        if not node.queued:
+            node.queued = True
+            if self.scheduling.request_admission(ex.id, node.id, ex.record.created_at):
+                node.admitted, node.queued = True, False
+                return True
+        if node.record.task_phase == Phase.UNDEFINED:
+            limit = self.s.config.parallelism
+            self.record(
+                ex,
+                node,
+                PhaseInfo.queued(
+                    0, f"waiting for a slot: {limit}/{limit} tasks running on this engine"
+                ),
+            )
+        return False
+
+    def _launch(self, ex: ExecutionState, node: NodeState, now: float) -> None:
+        node.record.attempt_started_at = now
+        ex.mark_changed(node)
+        timeout = node.task.metadata.timeout
+        if timeout is not None:
+            self.scheduling.wake_at(ex.id, node.id, now + timeout)
+
+    def _timed_out(self, node: NodeState, now: float) -> bool:
+        timeout = node.task.metadata.timeout
+        started = node.record.attempt_started_at
+        return timeout is not None and started is not None and now >= started + timeout
+
+    async def _time_out(self, ex: ExecutionState, node: NodeState) -> None:
+        timeout = node.task.metadata.timeout
+        await self._call(ex, node, "abort")
+        info = PhaseInfo.retryable_failure("Timeout", f"task timed out after {timeout}s")
+        await self.apply(ex, node, info)
+
+    def plugin_for(self, ex: ExecutionState, node: NodeState) -> Plugin:
+        overrides = ex.record.options.get("plugin_overrides", {}).get(node.task.type, ())
+        return self.s.registry.resolve(node.task.type, overrides)
+
+    def context(self, ex: ExecutionState, node: NodeState, plugin_id: str) -> NodeContext:
+        rec = node.record
+        meta = TaskExecutionMetadata(
+            execution_id=ex.id,
+            project=ex.record.project,
+            domain=ex.record.domain,
+            node_id=node.id,
+            attempt=rec.attempt,
+            task_name=node.task.name,
+            max_attempts=node.task.metadata.retries + 1,
+            interruptible=node.task.metadata.interruptible,
+            engine_id=self.s.engine_id,
+            labels={"execution-id": ex.id, "node-id": node.id},
+        )
+        return NodeContext(
+            metadata=meta,
+            task=node.task,
+            inputs=rec.inputs or {},
+            state=PendingState(rec.plugin_state_version, rec.plugin_state),
+            resource_manager=self.scheduling.resource_manager(plugin_id, ex.id, node.id),
+            secrets=self.s.secrets,
+            clock=self.s.clock,
+            refresh=lambda: self.scheduling.refresh(ex.id, node.id),
+        )
+
+    async def _invoke(self, ex: ExecutionState, node: NodeState) -> PhaseInfo:
+        try:
+            plugin = self.plugin_for(ex, node)
+        except PluginNotFoundError as exc:
+            return PhaseInfo.permanent_failure("PluginNotFound", str(exc), ErrorKind.SYSTEM)
+        ctx = self.context(ex, node, plugin.id)
+        try:
+            transition = await plugin.handle(ctx)
+            if not isinstance(transition, Transition):
+                raise TypeError(f"handle() returned {transition!r}, not a Transition")
+            info = transition.info
+        except Exception as exc:
+            log.warning("plugin %s failed on %s/%s", plugin.id, ex.id, node.id, exc_info=True)
+            info = PhaseInfo.system_retryable_failure(
+                "PluginError", f"plugin {plugin.id!r} raised {exc!r}\n{traceback.format_exc()}"
+            )
+        if ctx.state.written:
+            node.record.plugin_state = ctx.state.value
+            node.record.plugin_state_version = ctx.state.state_version
+            ex.mark_changed(node)
+        if info.phase is Phase.SUCCESS:
+            info = self._take_outputs(node, ctx.outputs.values, info)
+        return info
+
+    def _take_outputs(
+        self, node: NodeState, written: dict[str, object] | None, info: PhaseInfo
+    ) -> PhaseInfo:
+        try:
+            node.record.outputs = check_outputs(
+                node.task.interface, written, f"task {node.task.name!r}"
+            )
+        except InputError as exc:
+            return PhaseInfo.permanent_failure("OutputsError", str(exc))
+        return info
+
+    async def apply(self, ex: ExecutionState, node: NodeState, info: PhaseInfo) -> None:
+        """Record what the plugin reported; on a terminal phase, finish the attempt."""
+        if info.phase is Phase.UNDEFINED:
+            return
+        if info.version > self.s.config.max_plugin_phase_versions:
+            info = PhaseInfo.permanent_failure(
+                "TooManyPluginPhaseVersions",
+                f"phase version {info.version} passed {self.s.config.max_plugin_phase_versions}",
+                ErrorKind.SYSTEM,
+            )
+        self.record(ex, node, info)
+        if info.phase.is_terminal():
+            await self._finish_attempt(ex, node, info)
+
+    def record(self, ex: ExecutionState, node: NodeState, info: PhaseInfo) -> None:
+        """Update the node's task phase; an event only for a new (phase, version)."""
+        rec = node.record
+        if (info.phase, info.version) != (rec.task_phase, rec.phase_version):
+            ex.events.append(
+                EventRecord(
+                    execution_id=ex.id,
+                    node_id=node.id,
+                    attempt=rec.attempt,
+                    phase=info.phase.name,
+                    phase_version=info.version,
+                    reason=info.reason,
+                    occurred_at=self.s.clock.now(),
+                    info=info.error.to_json() if info.error else None,
+                )
+            )
+            rec.task_phase, rec.phase_version = int(info.phase), info.version
+            ex.mark_changed(node)
+        if info.reason != rec.reason:
+            rec.reason = info.reason
+            ex.mark_changed(node)
+        rec.updated_at = self.s.clock.now()
+
+    async def _finish_attempt(self, ex: ExecutionState, node: NodeState, info: PhaseInfo) -> None:
+        await self.finalize(ex, node)
+        rec = node.record
+        now = self.s.clock.now()
+        if info.phase is Phase.SUCCESS:
+            self._end(ex, node, NodePhase.SUCCEEDED, now)
+        elif info.phase is Phase.ABORTED:
+            self._end(ex, node, NodePhase.ABORTED, now)
+        elif info.phase is Phase.RETRYABLE_FAILURE and self._may_retry(node, info):
+            self._schedule_retry(ex, node, info, now)
+        else:
+            rec.error = (info.error or ExecutionError("Unknown", info.reason)).to_json()
+            self._end(ex, node, NodePhase.FAILED, now)
+
+    def _may_retry(self, node: NodeState, info: PhaseInfo) -> bool:
+        rec = node.record
+        if info.error is not None and info.error.kind is ErrorKind.SYSTEM:
+            return rec.system_failures < self.s.config.max_system_failures
+        return rec.attempt - rec.system_failures < node.task.metadata.retries
+
+    def _schedule_retry(
+        self, ex: ExecutionState, node: NodeState, info: PhaseInfo, now: float
+    ) -> None:
+        rec = node.record
+        if info.error is not None and info.error.kind is ErrorKind.SYSTEM:
+            rec.system_failures += 1
+        delay = min(self.s.config.backoff_max, self.s.config.backoff_base * 2**rec.attempt)
+        first_line = (info.error.message if info.error else info.reason).strip().splitlines()
+        rec.error = info.error.to_json() if info.error else None
+        rec.attempt += 1
+        rec.plugin_state, rec.plugin_state_version = None, 0
+        rec.task_phase, rec.phase_version = int(Phase.UNDEFINED), 0
+        rec.attempt_started_at, rec.outputs = None, None
+        rec.next_attempt_at = now + delay
+        rec.reason = (
+            f"retrying in {delay:.1f}s after: {first_line[-1] if first_line else 'failure'}"
+        )
+        ex.mark_changed(node)
+        self.scheduling.wake_at(ex.id, node.id, rec.next_attempt_at)
+
+    def _end(self, ex: ExecutionState, node: NodeState, phase: NodePhase, now: float) -> None:
+        node.record.phase = phase
+        node.record.ended_at = now
+        ex.mark_changed(node)
+
+    async def finalize(self, ex: ExecutionState, node: NodeState) -> None:
+        """Call the plugin's finalize (always, once the attempt is over) and free the slot."""
+        if node.admitted or node.record.plugin_state is not None:
+            await self._call(ex, node, "finalize")
+        if node.admitted or node.queued:
+            self.scheduling.release_admission(ex.id, node.id)
+        node.admitted = node.queued = False
+
+    async def _call(self, ex: ExecutionState, node: NodeState, method: str) -> None:
+        try:
+            plugin = self.plugin_for(ex, node)
+            await getattr(plugin, method)(self.context(ex, node, plugin.id))
+        except PluginNotFoundError:
+            return
+        except Exception:
+            log.warning("plugin %s of %s/%s failed", method, ex.id, node.id, exc_info=True)
+
+    async def abort(self, ex: ExecutionState, node: NodeState, reason: str) -> None:
+        """Stop a node: abort and finalize a started task, skip one that never started."""
+        rec = node.record
+        if rec.phase is NodePhase.NOT_STARTED:
+            self.record(ex, node, PhaseInfo(Phase.ABORTED, 0, f"skipped: {reason}"))
+            self._end(ex, node, NodePhase.SKIPPED, self.s.clock.now())
+            return
+        if rec.phase is not NodePhase.RUNNING:
+            return
+        if node.admitted or rec.plugin_state is not None:
+            await self._call(ex, node, "abort")
+        await self.finalize(ex, node)
+        rec.next_attempt_at = None
+        self.record(ex, node, PhaseInfo.aborted(0, reason))
+        self._end(ex, node, NodePhase.ABORTED, self.s.clock.now())

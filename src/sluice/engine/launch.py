@@ -1,0 +1,139 @@
+"""Creating and aborting executions: the one path every launch goes through (CLI, Python
+API, schedules), so inputs are checked the same way and nothing is written half-way."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sluice.clock import Clock
+from sluice.engine.executor import EXECUTIONS_CHANNEL
+from sluice.errors import InputError, NotFoundError
+from sluice.ids import new_execution_id
+from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
+from sluice.spec.phases import ExecutionPhase
+from sluice.spec.types import validate_json
+from sluice.store.notify import Notifier
+from sluice.store.records import EventRecord, ExecutionRecord, NodeRecord
+from sluice.store.store import Repos, Store
+
+
+def merge_inputs(
+    workflow: WorkflowSpec, given: Mapping[str, Any], launch_plan: LaunchPlanSpec | None = None
+) -> dict[str, Any]:
+    """Workflow defaults < launch plan defaults < given inputs; fixed inputs cannot be given.
+    Every value is checked against the interface; InputError names the culprit."""
+    where = f"launch plan {launch_plan.name!r}" if launch_plan else f"workflow {workflow.name!r}"
+    fixed = launch_plan.fixed_inputs if launch_plan else {}
+    for name in given:
+        if name not in workflow.interface.inputs:
+            raise InputError(
+                f"{where} has no input {name!r}; inputs are {sorted(workflow.interface.inputs)}"
+            )
+        if name in fixed:
+            raise InputError(f"{where}: input {name!r} is fixed to {fixed[name]!r}")
+    defaults = {n: s.default for n, s in workflow.interface.inputs.items() if s.has_default}
+    values = {**defaults, **(launch_plan.default_inputs if launch_plan else {}), **given, **fixed}
+    missing = sorted(set(workflow.interface.inputs) - set(values))
+    if missing:
+        raise InputError(f"{where}: input {missing[0]!r} is required")
+    return {
+        name: validate_json(workflow.interface.inputs[name].type, value, f"{where}: input {name!r}")
+        for name, value in values.items()
+    }
+
+
+async def create_execution(
+    store: Store,
+    notifier: Notifier | None,
+    clock: Clock,
+    *,
+    project: str,
+    domain: str,
+    workflow: WorkflowSpec,
+    inputs: Mapping[str, Any],
+    launch_plan: LaunchPlanSpec | None = None,
+    options: Mapping[str, Any] | None = None,
+    scheduled_at: float | None = None,
+    execution_id: str | None = None,
+) -> ExecutionRecord | None:
+    """Register the workflow, then insert the execution, its nodes and its first event in one
+    transaction. PENDING when the launch plan has a concurrency policy (the controller
+    decides), else QUEUED. Returns None when this schedule firing exists already."""
+    values = merge_inputs(workflow, inputs, launch_plan)
+    now = clock.now()
+    phase = (
+        ExecutionPhase.PENDING if launch_plan and launch_plan.concurrency else ExecutionPhase.QUEUED
+    )
+    record = ExecutionRecord(
+        id=execution_id or new_execution_id(),
+        project=project,
+        domain=domain,
+        workflow_name=workflow.name,
+        workflow_version=workflow.version,
+        phase=phase,
+        inputs=values,
+        created_at=now,
+        updated_at=now,
+        launch_plan=launch_plan.name if launch_plan else None,
+        launch_plan_version=launch_plan.version if launch_plan else None,
+        options=dict(options or {}),
+        priority=launch_plan.priority if launch_plan else 0,
+        scheduled_at=scheduled_at,
+        reason="waiting for the concurrency controller" if phase is ExecutionPhase.PENDING else "",
+    )
+    async with store.write() as repos:
+        await repos.specs.put_workflow(project, domain, workflow, now)
+        if not await repos.executions.insert(record):
+            return None
+        await repos.nodes.insert_many(
+            [NodeRecord(record.id, n.id, updated_at=now) for n in workflow.nodes]
+        )
+        await repos.events.append([EventRecord(record.id, phase.value, now, reason=record.reason)])
+        if notifier is not None:
+            await notifier.publish(repos.conn, EXECUTIONS_CHANNEL, record.id)
+    return record
+
+
+async def request_abort(
+    store: Store,
+    notifier: Notifier | None,
+    clock: Clock,
+    execution_id: str,
+    reason: str = "aborted by user",
+) -> ExecutionRecord:
+    """Abort: a PENDING or unclaimed QUEUED execution ends ABORTED at once; a running one
+    goes to ABORTING and its engine aborts and finalizes every active task."""
+    async with store.write() as repos:
+        record = await _get(repos, execution_id)
+        if record.phase.is_terminal or record.phase is ExecutionPhase.ABORTING:
+            return record
+        now = clock.now()
+        at_once = record.phase is ExecutionPhase.PENDING or (
+            record.phase is ExecutionPhase.QUEUED and record.owner is None
+        )
+        target = ExecutionPhase.ABORTED if at_once else ExecutionPhase.ABORTING
+        if at_once:
+            await _skip_nodes(repos, execution_id, now)
+        await repos.executions.compare_and_set_phase(
+            execution_id, [record.phase], target, now, reason=reason
+        )
+        await repos.events.append([EventRecord(execution_id, target.value, now, reason=reason)])
+        if notifier is not None:
+            await notifier.publish(repos.conn, EXECUTIONS_CHANNEL, execution_id)
+        return await _get(repos, execution_id)
+
+
+async def _skip_nodes(repos: Repos, execution_id: str, now: float) -> None:
+    from sluice.spec.phases import NodePhase
+
+    for node in await repos.nodes.list(execution_id):
+        node.phase, node.ended_at, node.reason = NodePhase.SKIPPED, now, "execution aborted"
+        await repos.nodes.update(node)
+
+
+async def _get(repos: Repos, execution_id: str) -> ExecutionRecord:
+    record = await repos.executions.get(execution_id)
+    if record is None:
+        raise NotFoundError(f"execution {execution_id!r} does not exist")
+    return record

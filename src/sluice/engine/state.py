@@ -1,0 +1,104 @@
+"""An execution held in memory by the engine that owns it: nodes, readiness, pending writes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sluice.plugins.core.phase import Phase
+from sluice.spec.models import NodeSpec, TaskSpec, WorkflowSpec
+from sluice.spec.phases import NodePhase
+from sluice.spec.validate import dependencies
+from sluice.store.records import EventRecord, ExecutionRecord, NodeRecord
+
+
+@dataclass
+class NodeState:
+    spec: NodeSpec
+    task: TaskSpec
+    record: NodeRecord
+    waiting_on: set[str]
+    dependencies: frozenset[str] = frozenset()
+    admitted: bool = False
+    """Holds one of the engine's parallelism slots (from launch until terminal)."""
+    queued: bool = False
+    """Waits in the admission queue for a slot."""
+    timer: asyncio.TimerHandle | None = None
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def task_phase(self) -> Phase:
+        return Phase(self.record.task_phase)
+
+
+@dataclass
+class ExecutionState:
+    record: ExecutionRecord
+    workflow: WorkflowSpec
+    nodes: dict[str, NodeState]
+    dependents: dict[str, list[str]]
+    todo: set[str] = field(default_factory=set)
+    changed: set[str] = field(default_factory=set)
+    events: list[EventRecord] = field(default_factory=list)
+    execution_changed: bool = False
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @classmethod
+    def build(
+        cls, record: ExecutionRecord, workflow: WorkflowSpec, nodes: list[NodeRecord]
+    ) -> ExecutionState:
+        by_id = {n.node_id: n for n in nodes}
+        states: dict[str, NodeState] = {}
+        dependents: dict[str, list[str]] = {}
+        for spec in workflow.nodes:
+            deps = dependencies(spec)
+            node_record = by_id.get(spec.id) or NodeRecord(record.id, spec.id)
+            waiting = {
+                d for d in deps if by_id.get(d) is None or by_id[d].phase is not NodePhase.SUCCEEDED
+            }
+            states[spec.id] = NodeState(
+                spec, workflow.tasks[spec.task], node_record, waiting, frozenset(deps)
+            )
+            for dep in deps:
+                dependents.setdefault(dep, []).append(spec.id)
+        state = cls(record, workflow, states, dependents)
+        state.todo = {n.id for n in states.values() if not n.record.phase.is_terminal}
+        return state
+
+    def mark_changed(self, node: NodeState) -> None:
+        self.changed.add(node.id)
+
+    def outputs_by_node(self) -> Mapping[str, Mapping[str, Any] | None]:
+        return _SucceededOutputs(self.nodes)
+
+    def all_terminal(self) -> bool:
+        return all(n.record.phase.is_terminal for n in self.nodes.values())
+
+
+class _SucceededOutputs(Mapping[str, Mapping[str, Any] | None]):
+    """Outputs of succeeded nodes, looked up on demand: binding one input must not cost a
+    pass over every node of a wide fan-in."""
+
+    def __init__(self, nodes: Mapping[str, NodeState]) -> None:
+        self._nodes = nodes
+
+    def __getitem__(self, node_id: str) -> Mapping[str, Any] | None:
+        node = self._nodes[node_id]
+        if node.record.phase is not NodePhase.SUCCEEDED:
+            raise KeyError(node_id)
+        return node.record.outputs
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, n in self._nodes.items() if n.record.phase is NodePhase.SUCCEEDED)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)

@@ -1,0 +1,18 @@
+"""Plugins shipped with sluice, listed explicitly (no import-time registration).
+
+Imports happen inside `builtin_entries` so that the worker process, which lives in this
+package, starts without loading every plugin.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sluice.plugins.core.plugin import PluginEntry
+
+
+def builtin_entries() -> list[PluginEntry]:
+    from sluice.plugins.builtin import python, shell
+
+    return [python.ENTRY, shell.ENTRY]

@@ -1,0 +1,127 @@
+"""The `python` plugin: runs python function tasks in the engine's local process pool.
+
+An exception raised by the task is a user error carrying the traceback text (retried if the
+task has retries left); a worker process that dies is a retryable system error. A task whose
+engine was restarted (its job is not in this engine's pool) is submitted again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sluice.errors import PluginError
+from sluice.plugins.builtin.pool import Job, WorkerDied, WorkerPool
+from sluice.plugins.core.context import SetupContext, TaskExecutionContext
+from sluice.plugins.core.phase import ErrorKind, PhaseInfo, Transition
+from sluice.plugins.core.plugin import PluginEntry, PluginProperties
+
+PLUGIN_ID = "python"
+_STATE_VERSION = 1
+
+
+class PythonPlugin:
+    def __init__(self, workers: int, instance: str) -> None:
+        self._pool: WorkerPool | None = None
+        self._workers = workers
+        self._instance = instance
+
+    @property
+    def id(self) -> str:
+        return PLUGIN_ID
+
+    @property
+    def properties(self) -> PluginProperties:
+        return PluginProperties()
+
+    @property
+    def pool(self) -> WorkerPool:
+        if self._pool is None:
+            self._pool = WorkerPool(self._workers)
+        return self._pool
+
+    @staticmethod
+    def _job_id(ctx: TaskExecutionContext) -> str:
+        meta = ctx.metadata
+        return f"{meta.execution_id}/{meta.node_id}/{meta.attempt}"
+
+    async def handle(self, ctx: TaskExecutionContext) -> Transition:
+        job = self.pool_job(ctx)
+        if job is None:
+            return self._submit(ctx)
+        if not job.future.done():
+            return Transition.to(
+                PhaseInfo.running(1, "running in a local worker")
+                if job.started
+                else PhaseInfo.queued(0, "waiting for a free worker")
+            )
+        return Transition.to(self._outcome(ctx, job.future))
+
+    def pool_job(self, ctx: TaskExecutionContext) -> Job | None:
+        return None if self._pool is None else self._pool.get(self._job_id(ctx))
+
+    def _submit(self, ctx: TaskExecutionContext) -> Transition:
+        source = ctx.task.source
+        if source is None:
+            return Transition.to(
+                PhaseInfo.permanent_failure(
+                    "BadTaskSpecification", f"task {ctx.task.name!r} has no python source"
+                )
+            )
+        previous = ctx.state_reader.get()
+        payload = {
+            "module": source.module,
+            "file": source.file,
+            "qualname": source.qualname,
+            "inputs": dict(ctx.inputs),
+        }
+        job = self.pool.submit(self._job_id(ctx), payload, on_start=ctx.refresh)
+        job.future.add_done_callback(lambda _: ctx.refresh())
+        ctx.state_writer.put(_STATE_VERSION, {"instance": self._instance})
+        reason = "waiting for a free worker"
+        if previous and previous.get("instance") != self._instance:
+            reason = "submitted again: the engine that ran it is gone"
+        return Transition.to(PhaseInfo.queued(0, reason))
+
+    def _outcome(self, ctx: TaskExecutionContext, future: Any) -> PhaseInfo:
+        if future.cancelled():
+            return PhaseInfo.aborted(0, "cancelled")
+        error = future.exception()
+        if isinstance(error, WorkerDied):
+            return PhaseInfo.system_retryable_failure("WorkerDied", str(error))
+        if error is not None:
+            return PhaseInfo.system_retryable_failure("WorkerError", repr(error))
+        answer: dict[str, Any] = future.result()
+        if "outputs" in answer:
+            ctx.outputs.put(answer["outputs"])
+            return PhaseInfo.success()
+        failure = answer["error"]
+        if failure["type"] == "OutputsError":
+            return PhaseInfo.permanent_failure("OutputsError", failure["message"])
+        message = failure["traceback"] or f"{failure['type']}: {failure['message']}"
+        return PhaseInfo.retryable_failure(failure["type"], message.rstrip(), ErrorKind.USER)
+
+    async def warm_up(self) -> None:
+        """Start the worker processes before the first task needs one."""
+        self.pool.start()
+
+    async def abort(self, ctx: TaskExecutionContext) -> None:
+        if self._pool is not None:
+            self._pool.cancel(self._job_id(ctx))
+
+    async def finalize(self, ctx: TaskExecutionContext) -> None:
+        if self._pool is not None:
+            self._pool.cancel(self._job_id(ctx))
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+
+
+def _load(ctx: SetupContext) -> PythonPlugin:
+    workers = ctx.config.get("workers", 2)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise PluginError(f"plugin 'python': workers must be an int >= 1, got {workers!r}")
+    return PythonPlugin(workers, str(ctx.config.get("instance", "")))
+
+
+ENTRY = PluginEntry(id=PLUGIN_ID, task_types=("python",), load=_load, is_default=True)

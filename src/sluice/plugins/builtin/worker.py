@@ -1,0 +1,71 @@
+"""The worker side of the local pool: `python -m sluice.plugins.builtin.worker JOBFD RESULTFD
+PARENTPID`. Reads one JSON job per line, runs the task, writes one JSON answer per line.
+
+A job is {"id", "module", "file", "qualname", "inputs"}; an answer is {"id", "outputs"} or
+{"id", "error": {"type", "message", "traceback"}}. JSON only: nothing is unpickled. The worker
+dies with its parent (PR_SET_PDEATHSIG on Linux), so a SIGKILLed engine leaves no orphans.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import sys
+import traceback
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        sys.exit(0)
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    from sluice.errors import OutputsError
+    from sluice.sdk.loader import load_module, resolve_attribute
+
+    try:
+        module = load_module(job["module"], job.get("file", ""))
+        task = resolve_attribute(module, job["qualname"])
+        runner = getattr(task, "execute_json", None)
+        if runner is None:
+            raise TypeError(f"{job['qualname']!r} in {job['module']!r} is not a sluice task")
+        return {"id": job["id"], "outputs": runner(job["inputs"])}
+    except OutputsError as exc:
+        return {
+            "id": job["id"],
+            "error": {"type": "OutputsError", "message": str(exc), "traceback": ""},
+        }
+    except BaseException as exc:
+        return {
+            "id": job["id"],
+            "error": {
+                "type": type(exc).__name__,
+                "message": str(exc),
+                "traceback": traceback.format_exc(),
+            },
+        }
+
+
+def main(argv: list[str]) -> None:
+    job_fd, result_fd, parent_pid = (int(a) for a in argv[:3])
+    _die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the engine's to handle
+    import sluice.sdk.task  # noqa: F401 - every task module needs it: import before the first job
+
+    with os.fdopen(job_fd, "rb") as jobs, os.fdopen(result_fd, "wb", buffering=0) as results:
+        for line in jobs:
+            answer = run_job(json.loads(line))
+            results.write(json.dumps(answer).encode() + b"\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,154 @@
+"""The composition root: everything one sluice process needs, opened from Settings.
+
+The CLI and the Python API both go through a Runtime, so an embedded `sluice run` and a
+distributed `sluice engine` are the same code with different URLs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from sluice.clock import Clock, SystemClock
+from sluice.config import Settings
+from sluice.engine.context import EnvSecrets
+from sluice.engine.engine import Engine
+from sluice.engine.launch import create_execution
+from sluice.engine.services import EngineServices
+from sluice.errors import NotFoundError
+from sluice.ids import new_instance_id
+from sluice.plugins.builtin import builtin_entries
+from sluice.plugins.core.context import SetupContext
+from sluice.plugins.core.plugin import PluginEntry
+from sluice.plugins.core.registry import PluginRegistry, discover_entry_points
+from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
+from sluice.store.notify import Notifier
+from sluice.store.records import ExecutionRecord
+from sluice.store.store import Store
+
+
+class _QuotaCollector:
+    def __init__(self, prefix: str, into: dict[str, int]) -> None:
+        self._prefix, self._into = prefix, into
+
+    def register_resource_quota(self, namespace: str, quota: int) -> None:
+        self._into[f"{self._prefix}:{namespace}"] = quota
+
+
+def resolve_target(target: Any) -> tuple[WorkflowSpec, LaunchPlanSpec | None]:
+    """The workflow (and launch plan) behind a @workflow, a LaunchPlan or a @task."""
+    from sluice.sdk.launch_plan import LaunchPlan
+    from sluice.sdk.task import TaskDef
+    from sluice.sdk.workflow import WorkflowDef, task_workflow
+
+    if isinstance(target, LaunchPlan):
+        return target.workflow.spec, target.spec
+    if isinstance(target, WorkflowDef):
+        return target.spec, None
+    if isinstance(target, TaskDef):
+        return task_workflow(target), None
+    raise NotFoundError(f"{target!r} is not a workflow, launch plan or task")
+
+
+class Runtime:
+    def __init__(self, settings: Settings, store: Store, clock: Clock, role: str) -> None:
+        self.settings = settings
+        self.store = store
+        self.clock = clock
+        self.instance_id = new_instance_id(role)
+        self.metrics = CollectorRegistry()
+        self.secrets = EnvSecrets()
+        self.notifier = Notifier(store.db, self.instance_id, clock=clock)
+        self.registry: PluginRegistry | None = None
+        self.registered_quotas: dict[str, int] = {}
+
+    @classmethod
+    async def open(
+        cls,
+        settings: Settings,
+        *,
+        clock: Clock | None = None,
+        role: str = "engine",
+        upgrade: bool | None = None,
+    ) -> Runtime:
+        store = await Store.open(settings.database_url, upgrade=upgrade)
+        runtime = cls(settings, store, clock or SystemClock(), role)
+        await runtime.notifier.start()
+        return runtime
+
+    def _plugin_config(self, entry: PluginEntry) -> dict[str, Any]:
+        config = dict(self.settings.plugins.config.get(entry.id, {}))
+        if entry.id == "python":
+            config.setdefault("workers", self.settings.engine.workers)
+            config.setdefault("instance", self.instance_id)
+        return config
+
+    async def load_plugins(self, extra: Iterable[PluginEntry] = ()) -> PluginRegistry:
+        if self.registry is not None:
+            return self.registry
+        entries = [*builtin_entries(), *discover_entry_points(), *extra]
+        registry = PluginRegistry(
+            entries,
+            enabled=self.settings.plugins.enabled,
+            default_for_task_types=self.settings.plugins.default_for_task_types,
+        )
+        await registry.load(self._setup_context)
+        self.registry = registry
+        return registry
+
+    def _setup_context(self, entry: PluginEntry) -> SetupContext:
+        return SetupContext(
+            plugin_id=entry.id,
+            registrar=_QuotaCollector(entry.id, self.registered_quotas),
+            metrics=self.metrics,
+            secrets=self.secrets,
+            config=self._plugin_config(entry),
+            clock=self.clock,
+        )
+
+    async def engine(self, only: Iterable[str] | None = None) -> Engine:
+        registry = await self.load_plugins()
+        services = EngineServices(
+            config=self.settings.engine,
+            clock=self.clock,
+            registry=registry,
+            secrets=self.secrets,
+            metrics=self.metrics,
+            engine_id=self.instance_id,
+        )
+        return Engine(services, self.store, self.notifier, only=only)
+
+    async def launch(
+        self,
+        target: Any,
+        inputs: Mapping[str, Any],
+        *,
+        project: str | None = None,
+        domain: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> ExecutionRecord:
+        workflow, launch_plan = resolve_target(target)
+        record = await create_execution(
+            self.store,
+            self.notifier,
+            self.clock,
+            project=project or self.settings.project,
+            domain=domain or self.settings.domain,
+            workflow=workflow,
+            inputs=inputs,
+            launch_plan=launch_plan,
+            options=options,
+        )
+        assert record is not None
+        return record
+
+    async def close(self) -> None:
+        if self.registry is not None:
+            for plugin in self.registry.plugins.values():
+                closer = getattr(plugin, "close", None)
+                if closer is not None:
+                    await closer()
+        await self.notifier.close()
+        await self.store.close()
