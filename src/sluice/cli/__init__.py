@@ -1,0 +1,1 @@
+"""The `sluice` command line: thin adapters over the runtime's services."""

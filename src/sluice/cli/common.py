@@ -1,0 +1,93 @@
+"""What every command shares: options, the runtime, errors to exit codes, JSON output.
+
+Exit codes: 0 success; 1 the execution did not succeed; 2 bad input (usage, unknown target,
+bad value, bad config); 3 the execution was SKIPPED by a concurrency policy; 4 a database or
+backend cannot be reached; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from sluice.config import Settings, load_config
+from sluice.errors import (
+    BackendUnavailableError,
+    MissingDependencyError,
+    SluiceError,
+    StoreUnavailableError,
+)
+
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SKIPPED, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
+T = TypeVar("T")
+
+
+@dataclass
+class CliState:
+    config_path: str | None
+    overrides: dict[str, Any]
+    _settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_config(self.config_path, **self.overrides)
+        return self._settings
+
+
+def exit_code_for(error: SluiceError) -> int:
+    if isinstance(error, StoreUnavailableError | BackendUnavailableError | MissingDependencyError):
+        return EXIT_UNAVAILABLE
+    return EXIT_BAD_INPUT
+
+
+def fail(message: str, code: int) -> None:
+    Console(stderr=True, highlight=False).print(
+        f"[bold red]error:[/] {message}", markup=True, soft_wrap=True
+    )
+    sys.exit(code)
+
+
+def run_async(command: Callable[..., Coroutine[Any, Any, int | None]]) -> Callable[..., None]:
+    """Run an async command; a SluiceError becomes one line on stderr and an exit code."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            code = asyncio.run(command(*args, **kwargs))
+        except SluiceError as exc:
+            fail(str(exc), exit_code_for(exc))
+        except KeyboardInterrupt:
+            fail("interrupted", EXIT_INTERRUPTED)
+        sys.exit(code or 0)
+
+    return wrapper
+
+
+def state(ctx: click.Context) -> CliState:
+    found = ctx.find_object(CliState)
+    assert found is not None
+    return found
+
+
+def iso(timestamp: float | None) -> str:
+    if timestamp is None:
+        return ""
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+async def gather_all(*awaitables: Awaitable[T]) -> list[T]:
+    return list(await asyncio.gather(*awaitables))

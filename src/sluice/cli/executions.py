@@ -1,0 +1,183 @@
+"""`sluice executions ls|show|abort`."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from sluice.cli.common import iso, print_json, run_async, state
+from sluice.cli.progress import node_phase_label
+from sluice.cli.run import execution_json
+from sluice.engine.launch import request_abort
+from sluice.errors import InvalidArgumentError, NotFoundError
+from sluice.runtime import Runtime
+from sluice.spec.phases import ExecutionPhase
+from sluice.store.records import ExecutionRecord, NodeRecord
+
+
+@click.group("executions")
+def executions() -> None:
+    """List, inspect and abort executions."""
+
+
+def _phases(values: tuple[str, ...]) -> list[ExecutionPhase] | None:
+    if not values:
+        return None
+    try:
+        return [ExecutionPhase(v.upper()) for v in values]
+    except ValueError:
+        names = ", ".join(p.value.lower() for p in ExecutionPhase)
+        raise InvalidArgumentError(f"--phase {values!r}: phases are {names}") from None
+
+
+@executions.command("ls")
+@click.option("--phase", "phases", multiple=True, help="Only these phases (repeatable).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@run_async
+async def ls(ctx: click.Context, phases: tuple[str, ...], limit: int, as_json: bool) -> None:
+    """Executions, newest first."""
+    runtime = await Runtime.open(state(ctx).settings, role="cli")
+    try:
+        async with runtime.store.read() as repos:
+            records = await repos.executions.find(phases=_phases(phases), limit=limit)
+    finally:
+        await runtime.close()
+    if as_json:
+        print_json([execution_json(r) for r in records])
+        return
+    table = Table()
+    for column in ("id", "workflow", "launch plan", "phase", "created", "reason"):
+        table.add_column(column, overflow="fold")
+    for r in records:
+        table.add_row(
+            r.id, r.workflow_name, r.launch_plan or "", r.phase.value, iso(r.created_at), r.reason
+        )
+    Console().print(table)
+
+
+def _node_json(node: NodeRecord) -> dict[str, object]:
+    return {
+        "node": node.node_id,
+        "phase": node.phase.value,
+        "task_phase": node_phase_label(node),
+        "attempt": node.attempt,
+        "reason": node.reason,
+        "cache_status": node.cache_status.value,
+        "reservation_status": node.reservation_status.value,
+        "outputs": node.outputs,
+        "error": node.error,
+        "started_at": node.started_at,
+        "ended_at": node.ended_at,
+    }
+
+
+@executions.command("show")
+@click.argument("execution_id")
+@click.option("--events", "with_events", is_flag=True, help="Also list every recorded event.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@run_async
+async def show(ctx: click.Context, execution_id: str, with_events: bool, as_json: bool) -> None:
+    """One execution: phase, inputs, outputs, and each node's phase and reason."""
+    runtime = await Runtime.open(state(ctx).settings, role="cli")
+    try:
+        async with runtime.store.read() as repos:
+            record = await repos.executions.get(execution_id)
+            if record is None:
+                raise NotFoundError(f"execution {execution_id!r} does not exist")
+            nodes = await repos.nodes.list(execution_id)
+            events = await repos.events.list(execution_id) if with_events or as_json else []
+    finally:
+        await runtime.close()
+    if as_json:
+        print_json(
+            {
+                **execution_json(record),
+                "nodes": [_node_json(n) for n in nodes],
+                "events": [e.__dict__ for e in events],
+            }
+        )
+        return
+    _print_execution(record, nodes)
+    if with_events:
+        for e in events:
+            who = f"node {e.node_id}" if e.node_id else "execution"
+            click.echo(
+                f"{iso(e.occurred_at)} {who} attempt {e.attempt + 1} {e.phase} "
+                f"v{e.phase_version} {_last_line(e.reason)}"
+            )
+
+
+def _print_execution(record: ExecutionRecord, nodes: list[NodeRecord]) -> None:
+    console = Console()
+    console.print(
+        f"[bold]{record.id}[/] {record.workflow_key} [bold]{record.phase.value}[/] {record.reason}",
+        highlight=False,
+    )
+    console.print(f"inputs: {record.inputs}", highlight=False)
+    if record.outputs is not None:
+        console.print(f"outputs: {record.outputs}", highlight=False)
+    if record.error:
+        console.print(f"error: {record.error}", highlight=False)
+    table = Table()
+    for column in ("node", "phase", "attempt", "cache", "reason"):
+        table.add_column(column, overflow="fold")
+    for n in nodes:
+        table.add_row(
+            n.node_id,
+            node_phase_label(n),
+            str(n.attempt + 1),
+            n.cache_status.value,
+            (n.reason.strip().splitlines() or [""])[-1],
+        )
+    console.print(table)
+
+
+@executions.command("abort")
+@click.argument("execution_id")
+@click.option("--reason", default="aborted by user", show_default=True)
+@click.option(
+    "--wait/--no-wait", default=True, show_default=True, help="Wait until the execution is ABORTED."
+)
+@click.pass_context
+@run_async
+async def abort(ctx: click.Context, execution_id: str, reason: str, wait: bool) -> None:
+    """Abort an execution: every active task is aborted and finalized."""
+    runtime = await Runtime.open(state(ctx).settings, role="cli")
+    try:
+        record = await request_abort(
+            runtime.store, runtime.notifier, runtime.clock, execution_id, reason
+        )
+        if wait and record.phase is ExecutionPhase.ABORTING:
+            record = await _finish_abort(runtime, execution_id)
+    finally:
+        await runtime.close()
+    click.echo(f"execution {record.id} {record.phase.value}")
+
+
+async def _finish_abort(runtime: Runtime, execution_id: str) -> ExecutionRecord:
+    """Wait for the owning engine to finish the abort; with no live owner, finish it here."""
+    engine = await runtime.engine(only=[execution_id])
+    await engine.start()
+    try:
+        await asyncio.wait_for(
+            engine.wait(execution_id), runtime.settings.engine.execution_lease * 3
+        )
+    except TimeoutError:
+        pass
+    finally:
+        await engine.stop()
+    async with runtime.store.read() as repos:
+        final = await repos.executions.get(execution_id)
+    assert final is not None
+    return final
+
+
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else ""

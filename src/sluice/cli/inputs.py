@@ -1,0 +1,61 @@
+"""Workflow inputs from the command line: `--input k=v` typed by the interface, or JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sluice.errors import InputError
+from sluice.spec.models import WorkflowSpec
+
+_TRUE, _FALSE = {"true", "1", "yes", "y", "on"}, {"false", "0", "no", "n", "off"}
+
+
+def _scalar(kind: str, text: str, name: str) -> Any:
+    try:
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+    except ValueError:
+        raise InputError(f"input {name!r}: expected {kind}, got {text!r}") from None
+    if kind == "bool":
+        if text.lower() in _TRUE | _FALSE:
+            return text.lower() in _TRUE
+        raise InputError(f"input {name!r}: expected true or false, got {text!r}")
+    if kind in ("str", "datetime", "date", "enum"):
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise InputError(f"input {name!r}: expected JSON, got {text!r}") from None
+
+
+def parse_inputs(
+    workflow: WorkflowSpec, pairs: Sequence[str], as_json: str | None
+) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if as_json:
+        try:
+            loaded = json.loads(as_json)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"--inputs is not JSON: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise InputError(f"--inputs must be a JSON object, got {as_json!r}")
+        values.update(loaded)
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name:
+            raise InputError(f"--input {pair!r} is not NAME=VALUE")
+        declared = workflow.interface.inputs.get(name)
+        if declared is None:
+            raise InputError(
+                f"{workflow.name!r} has no input {name!r}; inputs are "
+                f"{sorted(workflow.interface.inputs)}"
+            )
+        kind = (
+            declared.type.args[0].kind if declared.type.kind == "optional" else declared.type.kind
+        )
+        values[name] = _scalar(kind, text, name)
+    return values

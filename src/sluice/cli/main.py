@@ -1,0 +1,54 @@
+"""The `sluice` command group."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from sluice.cli.common import CliState
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config", "config_path", metavar="PATH", help="TOML config file (or SLUICE_CONFIG)."
+)
+@click.option("--db", "database_url", metavar="URL", help="Database URL (or SLUICE_DATABASE_URL).")
+@click.option("--project", help="Project (or SLUICE_PROJECT).")
+@click.option("--domain", help="Domain (or SLUICE_DOMAIN).")
+@click.version_option(package_name="sluice")
+@click.pass_context
+def cli(
+    ctx: click.Context,
+    config_path: str | None,
+    database_url: str | None,
+    project: str | None,
+    domain: str | None,
+) -> None:
+    """sluice: run workflows of tasks with quotas, concurrency limits and cache reservations."""
+    overrides: dict[str, Any] = {
+        k: v
+        for k, v in {"database_url": database_url, "project": project, "domain": domain}.items()
+        if v
+    }
+    ctx.obj = CliState(config_path, overrides)
+
+
+def _register() -> None:
+    from sluice.cli import admin, executions, run
+
+    cli.add_command(run.run_command)
+    cli.add_command(executions.executions)
+    for command in admin.COMMANDS:
+        cli.add_command(command)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cli.main(args=argv, prog_name="sluice", standalone_mode=True)
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    return 0
