@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import collections
+import contextlib
 import sys
 
 from rich.console import Console

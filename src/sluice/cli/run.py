@@ -12,7 +12,7 @@ import click
 from sluice.cli.common import EXIT_FAILED, EXIT_SKIPPED, iso, print_json, run_async, state
 from sluice.cli.inputs import parse_inputs
 from sluice.cli.progress import follow
-from sluice.engine.launch import request_abort
+from sluice.engine.launch import merge_inputs, request_abort
 from sluice.runtime import Runtime, resolve_target
 from sluice.sdk.loader import load_target
 from sluice.spec.phases import ExecutionPhase
@@ -45,8 +45,9 @@ async def run_command(
     """Run TARGET (path/to/file.py:workflow, a launch plan or a task) on this machine,
     showing each node's phase and wait reason live. Exit code 0 on success."""
     obj = load_target(target)
-    workflow, _ = resolve_target(obj)
+    workflow, launch_plan = resolve_target(obj)
     values = parse_inputs(workflow, pairs, inputs_json)
+    merge_inputs(workflow, values, launch_plan)  # every input error before the store is touched
     runtime = await Runtime.open(state(ctx).settings, role="run")
     try:
         record = await runtime.launch(obj, values, options={"overwrite_cache": overwrite_cache})

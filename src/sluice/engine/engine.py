@@ -283,8 +283,23 @@ class Engine:
     async def _resync_loop(self) -> None:
         while True:
             await asyncio.sleep(self.s.config.resync_interval)
-            for execution_id in list(self._executions):
-                self.enqueue(execution_id)
+            try:
+                await self._resync()
+            except Exception:
+                log.exception("resync failed")
+
+    async def _resync(self) -> None:
+        """The safety net: re-read every owned execution's phase (an abort whose notification
+        was lost) and re-evaluate every active node."""
+        owned = list(self._executions)
+        async with self.store.read() as repos:
+            stored = await repos.executions.find(ids=owned, limit=None)
+        for record in stored:
+            ex = self._executions.get(record.id)
+            if ex is not None and record.phase is ExecutionPhase.ABORTING:
+                ex.record.phase, ex.record.reason = ExecutionPhase.ABORTING, record.reason
+        for execution_id in owned:
+            self.enqueue(execution_id)
 
     async def start(self) -> None:
         for plugin in self.s.registry.plugins.values():

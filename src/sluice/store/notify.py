@@ -48,7 +48,6 @@ class Notifier:
         self._task: asyncio.Task[None] | None = None
         self._pg_channels: set[str] = set()
         self._pg_conn: Any = None
-        self._listening: set[asyncio.Task[None]] = set()
 
     async def publish(self, conn: AsyncConnection, channel: str, payload: str) -> None:
         """Announce a change to `channel`; delivered to every process once `conn` commits."""
@@ -75,10 +74,6 @@ class Notifier:
     def subscribe(self, channel: str, callback: Callback) -> Callable[[], None]:
         """Call `callback(payload)` on each notification; returns an unsubscribe function."""
         self._callbacks.setdefault(channel, []).append(callback)
-        if self._pg_conn is not None and channel not in self._pg_channels:
-            task = asyncio.get_running_loop().create_task(self._pg_listen(channel))
-            self._listening.add(task)
-            task.add_done_callback(self._listening.discard)
 
         def unsubscribe() -> None:
             with contextlib.suppress(ValueError):
@@ -152,19 +147,20 @@ class Notifier:
 
         dsn = self._db.url.driver_url.replace("postgresql+psycopg://", "postgresql://")
         self._pg_conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-        for channel in list(self._callbacks):
-            await self._pg_listen(channel)
+        await self._pg_listen_new()
 
-    async def _pg_listen(self, channel: str) -> None:
-        if channel in self._pg_channels or self._pg_conn is None:
-            return
-        self._pg_channels.add(channel)
+    async def _pg_listen_new(self) -> None:
         from psycopg import sql
 
-        await self._pg_conn.execute(
-            sql.SQL("LISTEN {}").format(sql.Identifier(_PG_PREFIX + channel))
-        )
+        for channel in set(self._callbacks) - self._pg_channels:
+            name = sql.Identifier(_PG_PREFIX + channel)
+            await self._pg_conn.execute(sql.SQL("LISTEN {}").format(name))
+            self._pg_channels.add(channel)
 
     async def _pg_loop(self) -> None:
-        async for note in self._pg_conn.notifies():
-            self.deliver_local(note.channel.removeprefix(_PG_PREFIX), note.payload)
+        # notifies() holds the connection while it waits, so it returns now and then to LISTEN
+        # on channels subscribed since.
+        while True:
+            async for note in self._pg_conn.notifies(timeout=self._poll_interval * 25):
+                self.deliver_local(note.channel.removeprefix(_PG_PREFIX), note.payload)
+            await self._pg_listen_new()

@@ -9,6 +9,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+_CHUNK = 500  # rows per statement: far below SQLite's limit on bound variables
+
 
 def insert_ignoring_conflicts(conn: AsyncConnection, table: sa.Table) -> Any:
     """INSERT ... ON CONFLICT DO NOTHING for the connection's dialect."""
@@ -20,8 +22,15 @@ def insert_ignoring_conflicts(conn: AsyncConnection, table: sa.Table) -> Any:
 async def insert_ignore(
     conn: AsyncConnection, table: sa.Table, rows: Sequence[dict[str, Any]]
 ) -> int:
-    """Insert rows, skipping those whose key exists; returns how many were inserted."""
-    if not rows:
-        return 0
-    result = await conn.execute(insert_ignoring_conflicts(conn, table), list(rows))
-    return max(result.rowcount or 0, 0)
+    """Insert rows, skipping those whose key exists; returns how many were inserted.
+
+    Counted with RETURNING, because drivers do not all report a row count for
+    INSERT ... ON CONFLICT DO NOTHING (psycopg through SQLAlchemy reports -1).
+    """
+    key = list(table.primary_key.columns)[0]
+    inserted = 0
+    for start in range(0, len(rows), _CHUNK):
+        chunk = list(rows[start : start + _CHUNK])
+        statement = insert_ignoring_conflicts(conn, table).values(chunk).returning(key)
+        inserted += len((await conn.execute(statement)).all())
+    return inserted

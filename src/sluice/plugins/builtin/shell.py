@@ -4,7 +4,8 @@ Task config (`custom`): {"command": "echo {name}" or ["prog", "{arg}"], "env": {
 "timeout": seconds, "cwd": path, "permanent_exit_codes": [2]}. Placeholders are filled from
 the task's inputs. Exit 0 is success; an exit code listed as permanent is a permanent
 failure; any other exit code, or the timeout, is a retryable failure. Outputs named `stdout`,
-`stderr` or `exit_code` in the interface receive those values.
+`stderr` or `exit_code` in the interface receive those values; a task with a single str
+output (`-> str`) receives stdout.
 """
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ class ShellPlugin:
             )
         wanted = ctx.task.interface.outputs
         values = {"stdout": out, "stderr": err, "exit_code": code}
+        if list(wanted) == ["o0"] and wanted["o0"].kind == "str":
+            values["o0"] = out
         ctx.outputs.put({name: values[name] for name in wanted if name in values})
         return PhaseInfo.success()
 

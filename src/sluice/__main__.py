@@ -1,0 +1,5 @@
+"""`python -m sluice` is the `sluice` command."""
+
+from sluice.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,152 @@
+"""Workflows the engine tests run. Loaded from this file by the tests and by worker
+processes, so everything here must be importable on its own."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import sluice
+
+
+def bump(directory: str, name: str) -> int:
+    """Count a side effect outside the store: one line per call."""
+    path = Path(directory) / f"{name}.count"
+    with path.open("a") as f:
+        f.write("x\n")
+    return len(path.read_text().splitlines())
+
+
+@sluice.task
+def square(x: int) -> int:
+    return x * x
+
+
+@sluice.task
+def total(values: list[int]) -> int:
+    return sum(values)
+
+
+@sluice.workflow
+def fan(width: int = 5) -> int:
+    return total(values=[square(x=i) for i in range(5)])
+
+
+@sluice.task(retries=2)
+def flaky(directory: str) -> str:
+    if bump(directory, "flaky") < 2:
+        raise ValueError("first attempt fails on purpose")
+    return "ok"
+
+
+@sluice.workflow
+def retried(directory: str) -> str:
+    return flaky(directory=directory)
+
+
+@sluice.task
+def boom(message: str) -> int:
+    raise RuntimeError(message)
+
+
+@sluice.workflow
+def failing(message: str = "kaboom") -> int:
+    first = boom(message=message)
+    return square(x=first)
+
+
+@sluice.task
+def die_once(directory: str) -> str:
+    if bump(directory, "die") < 2:
+        os._exit(7)  # the worker process dies mid-task
+    return "survived"
+
+
+@sluice.workflow
+def dies(directory: str) -> str:
+    return die_once(directory=directory)
+
+
+@sluice.task(timeout=0.5)
+def slow(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+@sluice.workflow
+def times_out(seconds: float = 30.0) -> float:
+    return slow(seconds=seconds)
+
+
+@sluice.task
+def nap(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+@sluice.workflow
+def long_nap(seconds: float = 60.0) -> float:
+    first = nap(seconds=seconds)
+    return nap(seconds=first)
+
+
+@sluice.task
+def not_json() -> int:
+    return {1, 2}  # type: ignore[return-value]
+
+
+@sluice.workflow
+def bad_output() -> int:
+    return not_json()
+
+
+@sluice.task(type="shell", custom={"command": "echo hello {name}"})
+def greet(name: str) -> str: ...
+
+
+@sluice.task(type="shell", custom={"command": "sh -c 'exit 3'"})
+def exit_three() -> None: ...
+
+
+@sluice.workflow
+def shell_flow(name: str = "world") -> str:
+    return greet(name=name)
+
+
+@sluice.workflow
+def shell_fails() -> None:
+    exit_three()
+
+
+@sluice.workflow
+def needs_input(x: int) -> int:
+    return square(x=x)
+
+
+# For the crash test: step 2 blocks while a file exists, so the test can kill the engine
+# while step 1 is done and step 2 runs.
+@sluice.task
+def step_one(directory: str) -> int:
+    return bump(directory, "one")
+
+
+@sluice.task
+def step_two(directory: str, previous: int) -> int:
+    bump(directory, "two")
+    while (Path(directory) / "block").exists():
+        time.sleep(0.05)
+    return previous + 1
+
+
+@sluice.task
+def step_three(directory: str, previous: int) -> int:
+    bump(directory, "three")
+    return previous + 1
+
+
+@sluice.workflow
+def resumable(directory: str) -> int:
+    one = step_one(directory=directory)
+    two = step_two(directory=directory, previous=one)
+    return step_three(directory=directory, previous=two)
