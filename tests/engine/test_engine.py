@@ -122,7 +122,7 @@ async def test_abort_aborts_and_finalizes_running_tasks(
     assert result.nodes["nap-2"].phase is NodePhase.SKIPPED
 
 
-async def _until(rt: Runtime, execution_id: str, condition: object, timeout: float = 30.0) -> None:
+async def _until(rt: Runtime, execution_id: str, condition: object, limit: float = 30.0) -> None:
     async def poll() -> None:
         while True:
             current = await outcome(rt, execution_id)
@@ -130,4 +130,4 @@ async def _until(rt: Runtime, execution_id: str, condition: object, timeout: flo
                 return
             await asyncio.sleep(0.05)
 
-    await asyncio.wait_for(poll(), timeout)
+    await asyncio.wait_for(poll(), limit)

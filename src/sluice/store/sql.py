@@ -27,7 +27,7 @@ async def insert_ignore(
     Counted with RETURNING, because drivers do not all report a row count for
     INSERT ... ON CONFLICT DO NOTHING (psycopg through SQLAlchemy reports -1).
     """
-    key = list(table.primary_key.columns)[0]
+    key = next(iter(table.primary_key.columns))
     inserted = 0
     for start in range(0, len(rows), _CHUNK):
         chunk = list(rows[start : start + _CHUNK])
