@@ -1,0 +1,100 @@
+"""The storage seam of the catalog: a few atomic primitives, no policy.
+
+A backend offers two repositories (entries, reservations) and a clock authority. Every
+primitive is atomic in exactly one way (one SQL statement; one uninterrupted step in memory)
+and takes the time it compares against as an argument, so the policy in `catalog.py` decides
+what "now" is. Times are float seconds since the epoch. Unreachable storage raises StoreError;
+a lost compare-and-set is a False return, never an exception.
+
+Backends publish a wake-up (channel `CACHE_CHANNEL`, payload = the key) in the transaction
+that stores an entry or deletes a reservation, where they have a cross-process notifier.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Collection
+
+from sluice.cache.models import CacheEntry, EntryInfo, Reservation
+
+CACHE_CHANNEL = "cache"
+
+
+class ReservationRepository(abc.ABC):
+    """One row per cache key: who may compute it, until when."""
+
+    @abc.abstractmethod
+    async def get(self, key: str) -> Reservation | None:
+        """The reservation of `key`, expired or not; None if there is no row."""
+
+    @abc.abstractmethod
+    async def create(self, reservation: Reservation, now: float) -> bool:
+        """Insert `reservation`; False (nothing written) if `key` already has a row."""
+
+    @abc.abstractmethod
+    async def update_if_expired_or_owned(self, reservation: Reservation, now: float) -> bool:
+        """Replace the row of `reservation.key` by `reservation` in one compare-and-set, only
+        if that row expired (`expires_at <= now`) or belongs to `reservation.owner_id`.
+
+        False if nothing was written: another owner holds an unexpired row, or there is none.
+        """
+
+    @abc.abstractmethod
+    async def delete_by_key_and_owner(self, key: str, owner_id: str) -> bool:
+        """Delete the row of `key` if `owner_id` holds it (expired or not); idempotent.
+
+        True if a row was deleted (and its waiters are woken), False if there was none to delete.
+        """
+
+    @abc.abstractmethod
+    async def delete_expired(self, now: float) -> list[str]:
+        """Delete every row with `expires_at <= now`; returns their keys (waiters are woken)."""
+
+    @abc.abstractmethod
+    async def list_all(self) -> list[Reservation]:
+        """Every row, expired or not, ordered by key."""
+
+
+class EntryRepository(abc.ABC):
+    """One row per cache key: the outputs computed for it."""
+
+    @abc.abstractmethod
+    async def get(self, key: str) -> CacheEntry | None:
+        """The entry of `key`, however old; None if there is none."""
+
+    @abc.abstractmethod
+    async def insert(self, key: str, entry: CacheEntry) -> bool:
+        """Store `entry`; False (nothing written) if `key` already has an entry."""
+
+    @abc.abstractmethod
+    async def replace(
+        self, key: str, entry: CacheEntry, *, created_before: float | None = None
+    ) -> bool:
+        """Store `entry`, replacing an existing one; with `created_before`, only an existing
+        entry created strictly before it is replaced. False if nothing was written."""
+
+    @abc.abstractmethod
+    async def list_all(
+        self, *, task_name: str | None = None, limit: int | None = None
+    ) -> list[EntryInfo]:
+        """Entries (without outputs), newest first, optionally of one task name."""
+
+    @abc.abstractmethod
+    async def delete(self, keys: Collection[str] = (), *, task_name: str | None = None) -> int:
+        """Delete the entries whose key is in `keys` or whose task is `task_name`; returns how
+        many were deleted."""
+
+
+class CatalogRepository(abc.ABC):
+    """A catalog backend: its two repositories and its clock authority."""
+
+    entries: EntryRepository
+    reservations: ReservationRepository
+
+    @abc.abstractmethod
+    async def now(self) -> float:
+        """The backend's notion of the current time: the database server's clock where all
+        processes share one server (PostgreSQL), otherwise the local system clock."""
+
+    async def close(self) -> None:  # noqa: B027 - most backends have nothing to release
+        """Release what the backend opened itself (not a Database it was given)."""

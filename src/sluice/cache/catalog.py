@@ -1,0 +1,276 @@
+"""The catalog: cache lookups and serialized reservations, as policy over a repository.
+
+Reservations make "run once, the others wait" best effort, as in Flyte: a holder that stops
+extending for `heartbeat * heartbeat_grace_period_multiplier` seconds loses the key to the
+next contender. Every write is one compare-and-set in the repository; a lost race re-reads and
+reports the winner, so callers only ever see the current holder.
+
+Clock authority: with `clock=None` the repository says what time it is (the PostgreSQL
+server's clock, shared by every engine of a distributed deployment; the machine's clock for
+SQLite and memory). A `Clock` passed in replaces it: tests pass a FakeClock. Give a PostgreSQL
+deployment `clock=None`, or engines with skewed clocks disagree about expiry.
+
+Wake-ups: a stored entry, a released and a swept reservation call this process's subscribers
+at once, and the SQL backend publishes the key on the notifier (channel "cache") in the same
+transaction for the other processes. A subscriber may hear of one change more than once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Collection
+from dataclasses import replace
+
+from prometheus_client import CollectorRegistry
+
+from sluice.cache.backends.sql import SqlRepository
+from sluice.cache.base import CACHE_CHANNEL, CatalogRepository
+from sluice.cache.metrics import CacheMetrics
+from sluice.cache.models import CacheEntry, EntryInfo, Reservation, ReservationInfo, require_json
+from sluice.cache.sweeper import Sweeper
+from sluice.clock import Clock, SystemClock
+from sluice.config import CacheConfig
+from sluice.errors import InvalidArgumentError, StoreError
+from sluice.store.database import Database
+from sluice.store.notify import Notifier
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_RESERVATION_HEARTBEAT = 10.0
+DEFAULT_HEARTBEAT_GRACE_PERIOD_MULTIPLIER = 3
+MAX_KEY_LENGTH = 128  # the key columns in store/schema.py
+MAX_OWNER_ID_LENGTH = 400
+# Each lost race means another writer changed the row; after this many in a row, give up.
+_CLAIM_ATTEMPTS = 5
+
+Callback = Callable[[str], None]
+
+
+def _positive(value: float, default: float) -> float:
+    return value if math.isfinite(value) and value > 0 else default
+
+
+def _require_id(name: str, value: object, max_length: int) -> None:
+    if not isinstance(value, str) or not value or len(value) > max_length:
+        raise InvalidArgumentError(
+            f"{name} must be a non-empty str of at most {max_length} characters, got {value!r}"
+        )
+
+
+def _require_max_age(max_age: float | None) -> None:
+    if max_age is not None and not (math.isfinite(max_age) and max_age > 0):
+        raise InvalidArgumentError(f"max_age must be a positive number of seconds, got {max_age!r}")
+
+
+class Catalog:
+    """Cache entries and reservations of task outputs, shared by every engine on one store."""
+
+    def __init__(
+        self,
+        repository: CatalogRepository,
+        *,
+        clock: Clock | None,
+        config: CacheConfig,
+        metrics: CollectorRegistry | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
+        self._repo = repository
+        self._clock = clock
+        self._notifier = notifier
+        self._callbacks: list[Callback] = []
+        self.max_heartbeat = _positive(
+            config.max_reservation_heartbeat, DEFAULT_MAX_RESERVATION_HEARTBEAT
+        )
+        self.multiplier = int(
+            _positive(
+                config.heartbeat_grace_period_multiplier, DEFAULT_HEARTBEAT_GRACE_PERIOD_MULTIPLIER
+            )
+        )
+        self.metrics = CacheMetrics(metrics)
+        self._sweeper = Sweeper(self.sweep_expired, self.max_heartbeat, clock or SystemClock())
+
+    @classmethod
+    async def open(
+        cls,
+        db: Database,
+        *,
+        clock: Clock | None = None,
+        config: CacheConfig,
+        metrics: CollectorRegistry | None = None,
+        notifier: Notifier | None = None,
+    ) -> Catalog:
+        """The catalog on the store's database; `notifier` carries wake-ups between processes
+        (its owner starts and closes it). The database stays open when the catalog closes."""
+        return cls(
+            SqlRepository(db, notifier=notifier),
+            clock=clock,
+            config=config,
+            metrics=metrics,
+            notifier=notifier,
+        )
+
+    async def _now(self) -> float:
+        return self._clock.now() if self._clock is not None else await self._repo.now()
+
+    # Entries.
+
+    async def get(self, key: str, *, max_age: float | None = None) -> CacheEntry | None:
+        """The entry of `key`, or None (a miss) if there is none or it is older than `max_age`
+        seconds (the task's CacheSpec.max_age)."""
+        _require_max_age(max_age)
+        entry = await self._repo.entries.get(key)
+        if (
+            entry is not None
+            and max_age is not None
+            and entry.created_at < await self._now() - max_age
+        ):
+            entry = None
+        (self.metrics.misses if entry is None else self.metrics.hits).inc()
+        return entry
+
+    async def put(
+        self, key: str, entry: CacheEntry, overwrite: bool = False, *, max_age: float | None = None
+    ) -> bool:
+        """Store `entry` under `key`, created now; True if stored, False if an entry existed.
+
+        An existing entry is kept unless `overwrite`, or unless it is older than `max_age`
+        (a stale entry is a miss to `get`, so it must not block its replacement). Outputs that
+        are not JSON raise OutputsError and nothing is stored.
+        """
+        _require_id("key", key, MAX_KEY_LENGTH)
+        _require_max_age(max_age)
+        require_json(entry.outputs, entry.task_name)
+        now = await self._now()
+        stamped = replace(entry, created_at=now)
+        if overwrite:
+            stored = await self._repo.entries.replace(key, stamped)
+        elif max_age is not None:
+            stored = await self._repo.entries.replace(key, stamped, created_before=now - max_age)
+        else:
+            stored = await self._repo.entries.insert(key, stamped)
+        (self.metrics.puts if stored else self.metrics.put_conflicts).inc()
+        if stored:
+            self._wake(key)
+        return stored
+
+    # Reservations.
+
+    def effective_heartbeat(self, requested: float) -> float:
+        """`requested` capped at the max heartbeat; a non-positive request gets the max."""
+        return requested if 0 < requested < self.max_heartbeat else self.max_heartbeat
+
+    async def get_or_extend_reservation(
+        self, key: str, owner_id: str, heartbeat_interval: float
+    ) -> Reservation:
+        """The current reservation of `key`: `owner_id`'s own (created, taken over after
+        expiry, or extended), or another owner's unexpired one. Compare `owner_id`."""
+        _require_id("key", key, MAX_KEY_LENGTH)
+        _require_id("owner_id", owner_id, MAX_OWNER_ID_LENGTH)
+        heartbeat = self.effective_heartbeat(heartbeat_interval)
+        now = await self._now()
+        wanted = Reservation(key, owner_id, heartbeat, now + heartbeat * self.multiplier)
+        for _ in range(_CLAIM_ATTEMPTS):
+            current = await self._repo.reservations.get(key)
+            if current is not None and current.owner_id != owner_id and current.expires_at > now:
+                self.metrics.reservations_held_elsewhere.inc()
+                return current
+            if await self._claim(current, wanted, now):
+                return wanted
+        raise StoreError(
+            f"reservation of {key!r} changed hands {_CLAIM_ATTEMPTS} times while "
+            "claiming it; try again"
+        )
+
+    async def _claim(self, current: Reservation | None, wanted: Reservation, now: float) -> bool:
+        if current is None:
+            claimed = await self._repo.reservations.create(wanted, now)
+        else:
+            claimed = await self._repo.reservations.update_if_expired_or_owned(wanted, now)
+        if claimed and current is not None and current.owner_id == wanted.owner_id:
+            self.metrics.reservations_extended.inc()
+        elif claimed:
+            self.metrics.reservations_acquired.inc()
+        return claimed
+
+    async def release_reservation(self, key: str, owner_id: str) -> bool:
+        """Delete `owner_id`'s reservation of `key` and wake its waiters. Idempotent: True if
+        this call deleted it, False if `owner_id` held none (another owner's stays)."""
+        released = await self._repo.reservations.delete_by_key_and_owner(key, owner_id)
+        if released:
+            self.metrics.reservations_released.inc()
+            self._wake(key)
+        return released
+
+    async def sweep_expired(self) -> int:
+        """Delete every expired reservation and wake its waiters; returns how many."""
+        keys = await self._repo.reservations.delete_expired(await self._now())
+        self.metrics.reservations_swept.inc(len(keys))
+        for key in keys:
+            self._wake(key)
+        return len(keys)
+
+    def observe_reservation_wait(self, seconds: float) -> None:
+        """Record how long a task waited on another owner's reservation (engine-measured)."""
+        self.metrics.reservation_wait_seconds.observe(seconds)
+
+    # Wake-ups.
+
+    def subscribe(self, callback: Callback) -> Callable[[], None]:
+        """Call `callback(key)` when an entry of `key` is stored or its reservation released or
+        swept, in this process or (with a notifier) another one. Returns an unsubscribe
+        function. Callbacks run on the event loop: they must be quick and never block."""
+        self._callbacks.append(callback)
+        remote = self._notifier.subscribe(CACHE_CHANNEL, callback) if self._notifier else None
+
+        def unsubscribe() -> None:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+            if remote is not None:
+                remote()
+
+        return unsubscribe
+
+    def _wake(self, key: str) -> None:
+        for callback in list(self._callbacks):
+            try:
+                callback(key)
+            except Exception:
+                log.exception("cache wake-up callback for %s failed", key)
+
+    # What `sluice cache ls|rm` and `sluice reservations ls` show.
+
+    async def list_entries(
+        self, *, task_name: str | None = None, limit: int | None = None
+    ) -> list[EntryInfo]:
+        """Entries newest first, without their outputs; optionally of one task name."""
+        return await self._repo.entries.list_all(task_name=task_name, limit=limit)
+
+    async def remove_entries(
+        self, keys: Collection[str] = (), *, task_name: str | None = None
+    ) -> int:
+        """Delete the entries in `keys` and every entry of `task_name` (in every project);
+        returns how many. Naming neither is an error rather than a silent no-op."""
+        if isinstance(keys, str):
+            raise InvalidArgumentError(f"keys must be a collection of keys, got the str {keys!r}")
+        if not keys and task_name is None:
+            raise InvalidArgumentError("remove_entries needs keys or a task_name")
+        return await self._repo.entries.delete(keys, task_name=task_name)
+
+    async def list_reservations(self) -> list[ReservationInfo]:
+        """Every reservation with the seconds until it expires (negative: expired, not swept)."""
+        now = await self._now()
+        return [
+            ReservationInfo(r, r.expires_at - now) for r in await self._repo.reservations.list_all()
+        ]
+
+    # Lifecycle.
+
+    async def start(self) -> None:
+        """Start the sweeper of expired reservations (every max heartbeat seconds)."""
+        self._sweeper.start()
+
+    async def close(self) -> None:
+        """Stop the sweeper and close what the repository opened itself."""
+        await self._sweeper.stop()
+        await self._repo.close()
