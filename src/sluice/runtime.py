@@ -11,6 +11,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from sluice.cache import Catalog
 from sluice.clock import Clock, SystemClock
 from sluice.config import Settings
 from sluice.engine.context import EnvSecrets
@@ -62,6 +63,7 @@ class Runtime:
         self.secrets = EnvSecrets()
         self.notifier = Notifier(store.db, self.instance_id, clock=clock)
         self.registry: PluginRegistry | None = None
+        self.catalog: Catalog | None = None
         self.registered_quotas: dict[str, int] = {}
 
     @classmethod
@@ -118,7 +120,29 @@ class Runtime:
             metrics=self.metrics,
             engine_id=self.instance_id,
         )
-        return Engine(services, self.store, self.notifier, only=only)
+        return Engine(
+            services,
+            self.store,
+            self.notifier,
+            only=only,
+            catalog=await self.open_catalog(),
+            cache_config=self.settings.cache,
+        )
+
+    async def open_catalog(self) -> Catalog:
+        """The task cache on the store's database; the database clock is the authority on
+        PostgreSQL, this process's clock on SQLite (every process shares one machine)."""
+        if self.catalog is None:
+            clock = None if self.store.db.dialect == "postgresql" else self.clock
+            self.catalog = await Catalog.open(
+                self.store.db,
+                clock=clock,
+                config=self.settings.cache,
+                metrics=self.metrics,
+                notifier=self.notifier,
+            )
+            await self.catalog.start()
+        return self.catalog
 
     async def launch(
         self,
@@ -150,5 +174,7 @@ class Runtime:
                 closer = getattr(plugin, "close", None)
                 if closer is not None:
                     await closer()
+        if self.catalog is not None:
+            await self.catalog.close()
         await self.notifier.close()
         await self.store.close()

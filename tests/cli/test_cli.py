@@ -122,3 +122,16 @@ def test_plugins_ls_and_db_upgrade(tmp_path: Path) -> None:
     assert {"python", "shell"} <= ids
     upgraded = sluice("db", "upgrade", db=db)
     assert upgraded.returncode == 0 and "schema revision" in upgraded.stdout
+
+
+def test_cache_and_reservations_commands(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    assert sluice("run", f"{FLOWS}:cached", "--input", f"directory={tmp_path}", db=db).returncode == 0
+    entries = json.loads(sluice("cache", "ls", "--json", db=db).stdout)
+    assert [e["task"] for e in entries] == ["flows.cached_double"]
+    assert json.loads(sluice("reservations", "ls", "--json", db=db).stdout) == []
+    removed = sluice("cache", "rm", entries[0]["key"], db=db)
+    assert removed.stdout.strip() == "removed 1 cache entry"
+    assert json.loads(sluice("cache", "ls", "--json", db=db).stdout) == []
+    nothing = sluice("cache", "rm", db=db)
+    assert nothing.returncode == 2 and "needs KEY" in nothing.stderr

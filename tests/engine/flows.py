@@ -150,3 +150,31 @@ def resumable(directory: str) -> int:
     one = step_one(directory=directory)
     two = step_two(directory=directory, previous=one)
     return step_three(directory=directory, previous=two)
+
+
+@sluice.task(cache=sluice.Cache(version="1"))
+def cached_double(directory: str, x: int) -> int:
+    bump(directory, "cached_double")
+    return x * 2
+
+
+@sluice.workflow
+def cached(directory: str, x: int = 4) -> int:
+    return cached_double(directory=directory, x=x)
+
+
+@sluice.task(cache=sluice.Cache(version="1", serialize=True))
+def expensive(directory: str, x: int) -> int:
+    """Counts each run with the pid of the worker running it; holds while a file exists."""
+    path = Path(directory) / "expensive.runs"
+    with path.open("a") as f:
+        f.write(f"{os.getpid()}\n")
+    while (Path(directory) / "hold").exists():
+        time.sleep(0.05)
+    time.sleep(0.3)
+    return x * 2
+
+
+@sluice.workflow
+def herd(directory: str, x: int = 21) -> int:
+    return expensive(directory=directory, x=x)

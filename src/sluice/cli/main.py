@@ -35,11 +35,11 @@ def cli(
 
 
 def _register() -> None:
-    from sluice.cli import admin, executions, run
+    from sluice.cli import admin, cache, executions, run
 
     cli.add_command(run.run_command)
     cli.add_command(executions.executions)
-    for command in admin.COMMANDS:
+    for command in [*admin.COMMANDS, *cache.COMMANDS]:
         cli.add_command(command)
 
 

@@ -13,7 +13,10 @@ import os
 import socket
 from collections.abc import Callable, Iterable
 
+from sluice.cache import Catalog
+from sluice.config import CacheConfig
 from sluice.engine.admission import FifoAdmission
+from sluice.engine.cache_gate import CacheGate
 from sluice.engine.executor import EXECUTIONS_CHANNEL, ExecutionDriver, LostOwnership
 from sluice.engine.services import EngineServices
 from sluice.engine.state import ExecutionState
@@ -37,12 +40,20 @@ class Engine:
         notifier: Notifier | None,
         *,
         only: Iterable[str] | None = None,
+        catalog: Catalog | None = None,
+        cache_config: CacheConfig | None = None,
     ) -> None:
         self.s = services
         self.store = store
         self.notifier = notifier
         self.only = set(only) if only is not None else None
-        self.driver = ExecutionDriver(services, self, store, notifier)
+        self.catalog = catalog
+        gate = None
+        if catalog is not None:
+            gate = CacheGate(
+                catalog, cache_config or CacheConfig(), services.clock, self._wait_for_cache
+            )
+        self.driver = ExecutionDriver(services, self, store, notifier, gate)
         self.admission = FifoAdmission(services.config.parallelism)
         self._executions: dict[str, ExecutionState] = {}
         self._queue: asyncio.Queue[str] = asyncio.Queue()
@@ -54,6 +65,7 @@ class Engine:
         self._unsubscribe: list[Callable[[], None]] = []
         self._claim_wanted = asyncio.Event()
         self._background: set[asyncio.Task[None]] = set()
+        self._cache_waiters: dict[str, set[tuple[str, str]]] = {}
 
     @property
     def engine_id(self) -> str:
@@ -73,6 +85,18 @@ class Engine:
         now = asyncio.get_running_loop().time()
         self._timers = {t for t in self._timers if not t.cancelled() and t.when() > now}
         self.enqueue(execution_id, [node_id])
+
+    def _wait_for_cache(
+        self, key: str, execution_id: str, node_id: str, at_latest: float | None
+    ) -> None:
+        self._cache_waiters.setdefault(key, set()).add((execution_id, node_id))
+        if at_latest is not None:
+            self.wake_at(execution_id, node_id, at_latest)
+
+    def _on_cache_key(self, key: str) -> None:
+        """A put or release of `key`: its waiters re-check the cache now."""
+        for execution_id, node_id in self._cache_waiters.pop(key, ()):
+            self.enqueue(execution_id, [node_id])
 
     def request_admission(self, execution_id: str, node_id: str, created_at: float) -> bool:
         task_id = f"{execution_id}/{node_id}"
@@ -306,6 +330,8 @@ class Engine:
             warm_up = getattr(plugin, "warm_up", None)
             if warm_up is not None:
                 await warm_up()
+        if self.catalog is not None:
+            self._unsubscribe.append(self.catalog.subscribe(self._on_cache_key))
         if self.notifier is not None:
             self._unsubscribe.append(
                 self.notifier.subscribe(EXECUTIONS_CHANNEL, self._on_execution_changed)

@@ -7,6 +7,7 @@ import asyncio
 import logging
 
 from sluice.engine.bindings import resolve, resolve_inputs
+from sluice.engine.cache_gate import CacheGate
 from sluice.engine.handler import TaskHandler
 from sluice.engine.services import EngineServices, Scheduling
 from sluice.engine.state import ExecutionState, NodeState
@@ -33,11 +34,12 @@ class ExecutionDriver:
         scheduling: Scheduling,
         store: Store,
         notifier: Notifier | None,
+        cache: CacheGate | None = None,
     ) -> None:
         self.s = services
         self.store = store
         self.notifier = notifier
-        self.handler = TaskHandler(services, scheduling)
+        self.handler = TaskHandler(services, scheduling, cache)
         self._steps = asyncio.Semaphore(64)
 
     async def reconcile(self, ex: ExecutionState) -> None:

@@ -12,6 +12,7 @@ import logging
 import traceback
 
 from sluice.engine.bindings import check_outputs
+from sluice.engine.cache_gate import CacheGate
 from sluice.engine.context import NodeContext, PendingState
 from sluice.engine.services import EngineServices, Scheduling
 from sluice.engine.state import ExecutionState, NodeState
@@ -26,9 +27,12 @@ log = logging.getLogger(__name__)
 
 
 class TaskHandler:
-    def __init__(self, services: EngineServices, scheduling: Scheduling) -> None:
+    def __init__(
+        self, services: EngineServices, scheduling: Scheduling, cache: CacheGate | None = None
+    ) -> None:
         self.s = services
         self.scheduling = scheduling
+        self.cache = cache
 
     async def step(self, ex: ExecutionState, node: NodeState) -> None:
         rec = node.record
@@ -39,15 +43,51 @@ class TaskHandler:
                 return
             rec.next_attempt_at = None
             ex.mark_changed(node)
-        if not node.admitted and not self._admitted_now(ex, node):
-            return
+        if rec.attempt_started_at is None and not node.admitted:
+            if await self._held_by_cache(ex, node):
+                return
+            if not self._admitted_now(ex, node):
+                return
         if rec.attempt_started_at is None:
             self._launch(ex, node, now)
         if self._timed_out(node, now):
             await self._time_out(ex, node)
             return
+        await self._heartbeat(ex, node)
         info = await self._invoke(ex, node)
         await self.apply(ex, node, info)
+
+    def _caches(self, ex: ExecutionState, node: NodeState) -> bool:
+        if self.cache is None or not node.task.metadata.cache.enabled:
+            return False
+        try:
+            return not self.plugin_for(ex, node).properties.disable_node_level_caching
+        except PluginNotFoundError:
+            return False
+
+    async def _held_by_cache(self, ex: ExecutionState, node: NodeState) -> bool:
+        """Run the cache gate; True when the node must not go on now: a hit finished it (no
+        slot, no quota, no plugin call), or someone else is computing the same outputs."""
+        if self.cache is None or not self._caches(ex, node):
+            return False
+        info = await self.cache.before_launch(ex, node)
+        ex.mark_changed(node)
+        if info is None:
+            return False
+        self.record(ex, node, info)
+        if info.phase is Phase.SUCCESS:
+            if node.queued:
+                self.scheduling.release_admission(ex.id, node.id)
+                node.queued = False
+            self._end(ex, node, NodePhase.SUCCEEDED, self.s.clock.now())
+        return True
+
+    async def _heartbeat(self, ex: ExecutionState, node: NodeState) -> None:
+        if self.cache is None:
+            return
+        due = await self.cache.heartbeat(ex, node)
+        if due is not None:
+            self.scheduling.wake_at(ex.id, node.id, due)
 
     def _admitted_now(self, ex: ExecutionState, node: NodeState) -> bool:
         """Ask for a parallelism slot; most of the time one is free and the node goes on."""
@@ -70,6 +110,8 @@ class TaskHandler:
     def _launch(self, ex: ExecutionState, node: NodeState, now: float) -> None:
         node.record.attempt_started_at = now
         ex.mark_changed(node)
+        if node.heartbeat_at is not None:
+            self.scheduling.wake_at(ex.id, node.id, node.heartbeat_at)
         timeout = node.task.metadata.timeout
         if timeout is not None:
             self.scheduling.wake_at(ex.id, node.id, now + timeout)
@@ -188,6 +230,8 @@ class TaskHandler:
 
     async def _finish_attempt(self, ex: ExecutionState, node: NodeState, info: PhaseInfo) -> None:
         await self.finalize(ex, node)
+        if self.cache is not None and self._caches(ex, node):
+            await self.cache.after_attempt(ex, node, info.phase is Phase.SUCCESS)
         rec = node.record
         now = self.s.clock.now()
         if info.phase is Phase.SUCCESS:
@@ -260,6 +304,8 @@ class TaskHandler:
         if node.admitted or rec.plugin_state is not None:
             await self._call(ex, node, "abort")
         await self.finalize(ex, node)
+        if self.cache is not None:
+            await self.cache.release(ex, node)
         rec.next_attempt_at = None
         self.record(ex, node, PhaseInfo.aborted(0, reason))
         self._end(ex, node, NodePhase.ABORTED, self.s.clock.now())

@@ -61,6 +61,9 @@ async def create_execution(
     transaction. PENDING when the launch plan has a concurrency policy (the controller
     decides), else QUEUED. Returns None when this schedule firing exists already."""
     values = merge_inputs(workflow, inputs, launch_plan)
+    options = dict(options or {})
+    if launch_plan is not None and launch_plan.overwrite_cache:
+        options["overwrite_cache"] = True
     now = clock.now()
     phase = (
         ExecutionPhase.PENDING if launch_plan and launch_plan.concurrency else ExecutionPhase.QUEUED
@@ -77,7 +80,7 @@ async def create_execution(
         updated_at=now,
         launch_plan=launch_plan.name if launch_plan else None,
         launch_plan_version=launch_plan.version if launch_plan else None,
-        options=dict(options or {}),
+        options=options,
         priority=launch_plan.priority if launch_plan else 0,
         scheduled_at=scheduled_at,
         reason="waiting for the concurrency controller" if phase is ExecutionPhase.PENDING else "",

@@ -25,7 +25,11 @@ class NodeState:
     """Holds one of the engine's parallelism slots (from launch until terminal)."""
     queued: bool = False
     """Waits in the admission queue for a slot."""
-    timer: asyncio.TimerHandle | None = None
+    cache_key: str | None = None
+    heartbeat_at: float | None = None
+    """When the held cache reservation must be extended next."""
+    waiting_since: float | None = None
+    """When the node began waiting for someone else's reservation."""
 
     @property
     def id(self) -> str:

@@ -1,0 +1,174 @@
+"""The cache in a node's life (DESIGN.md section 6), before any slot, quota or plugin call:
+
+lookup -> HIT: the node succeeds with the cached outputs, nothing else happens;
+       -> MISS, serializable: get_or_extend_reservation with an owner id stable across
+          retries -> mine: go on; someone else's: WAITING_FOR_CACHE naming the owner, woken
+          by the owner's put or release (or the reservation's expiry);
+while running: extend the reservation every heartbeat (a task that lost it is still driven
+to its end); success: put, then release; failure, abort or timeout: release.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from sluice.cache import CacheEntry, CacheSource, Catalog, cache_key
+from sluice.clock import Clock
+from sluice.config import CacheConfig
+from sluice.engine.state import ExecutionState, NodeState
+from sluice.errors import SluiceError
+from sluice.plugins.core.phase import PhaseInfo
+from sluice.spec.phases import CacheStatus, ReservationStatus
+
+log = logging.getLogger(__name__)
+WaitFor = Callable[[str, str, str, float | None], None]
+"""Wake (execution id, node id) when `key` changes, or at the given time at the latest."""
+
+
+class CacheGate:
+    def __init__(
+        self, catalog: Catalog, config: CacheConfig, clock: Clock, wait_for: WaitFor
+    ) -> None:
+        self.catalog = catalog
+        self.config = config
+        self.clock = clock
+        self._wait_for = wait_for
+
+    @staticmethod
+    def owner_id(ex: ExecutionState, node: NodeState) -> str:
+        """Stable across retries of the node: a retry never waits for its own earlier attempt."""
+        return f"{ex.id}/{node.id}"
+
+    def _key(self, ex: ExecutionState, node: NodeState) -> str:
+        if node.cache_key is None:
+            rec = ex.record
+            node.cache_key = cache_key(rec.project, rec.domain, node.task, node.record.inputs or {})
+        return node.cache_key
+
+    async def before_launch(self, ex: ExecutionState, node: NodeState) -> PhaseInfo | None:
+        """None to go on; SUCCESS for a hit; WAITING_FOR_CACHE while someone else computes."""
+        rec = node.record
+        if ex.record.options.get("overwrite_cache"):
+            rec.cache_status = CacheStatus.SKIPPED
+            return None
+        hit = await self._lookup(ex, node)
+        if hit is not None:
+            return hit
+        if not node.task.metadata.cache.serialize:
+            return None
+        return await self._reserve(ex, node)
+
+    async def _lookup(self, ex: ExecutionState, node: NodeState) -> PhaseInfo | None:
+        rec = node.record
+        try:
+            entry = await self.catalog.get(
+                self._key(ex, node), max_age=node.task.metadata.cache.max_age
+            )
+        except SluiceError as exc:
+            log.warning("cache lookup of %s/%s failed: %s", ex.id, node.id, exc)
+            rec.cache_status = CacheStatus.LOOKUP_FAILURE
+            return None
+        if entry is None:
+            rec.cache_status = CacheStatus.MISS
+            return None
+        rec.cache_status = CacheStatus.HIT
+        rec.outputs = dict(entry.outputs)
+        self._waited(node)
+        source = entry.source.execution_id or "an earlier run"
+        return PhaseInfo.success(reason=f"cache hit: outputs computed by {source}")
+
+    async def _reserve(self, ex: ExecutionState, node: NodeState) -> PhaseInfo | None:
+        rec = node.record
+        owner = self.owner_id(ex, node)
+        now = self.clock.now()
+        try:
+            held = await self.catalog.get_or_extend_reservation(
+                self._key(ex, node), owner, self.config.heartbeat_interval
+            )
+        except SluiceError as exc:
+            rec.reservation_status = ReservationStatus.FAILURE
+            self._wait_for(self._key(ex, node), ex.id, node.id, now + 1.0)
+            return PhaseInfo.waiting_for_cache(0, f"cannot reach the reservation store: {exc}")
+        if held.owner_id == owner:
+            rec.reservation_status = ReservationStatus.ACQUIRED
+            node.heartbeat_at = now + held.heartbeat_interval
+            self._waited(node)
+            return None
+        rec.reservation_status = ReservationStatus.EXISTS
+        node.waiting_since = node.waiting_since or now
+        self._wait_for(self._key(ex, node), ex.id, node.id, held.expires_at)
+        return PhaseInfo.waiting_for_cache(
+            0,
+            (
+                f"waiting for cache to be populated by reservation owner {held.owner_id} "
+                f"(its reservation expires in {max(0.0, held.expires_at - now):.0f}s unless extended)"
+            ),
+        )
+
+    def _waited(self, node: NodeState) -> None:
+        if node.waiting_since is not None:
+            self.catalog.observe_reservation_wait(self.clock.now() - node.waiting_since)
+            node.waiting_since = None
+
+    async def heartbeat(self, ex: ExecutionState, node: NodeState) -> float | None:
+        """Extend a held reservation when it is due; the time of the next heartbeat."""
+        rec = node.record
+        if rec.reservation_status is not ReservationStatus.ACQUIRED or node.heartbeat_at is None:
+            return None
+        now = self.clock.now()
+        if now < node.heartbeat_at:
+            return node.heartbeat_at
+        owner = self.owner_id(ex, node)
+        try:
+            held = await self.catalog.get_or_extend_reservation(
+                self._key(ex, node), owner, self.config.heartbeat_interval
+            )
+        except SluiceError as exc:
+            log.warning("extending the reservation of %s/%s failed: %s", ex.id, node.id, exc)
+            node.heartbeat_at = now + 1.0
+            return node.heartbeat_at
+        if held.owner_id != owner:
+            # Taken over after an expiry: keep driving this task to its end (never drop it).
+            log.warning("%s/%s lost its reservation to %s", ex.id, node.id, held.owner_id)
+            rec.reservation_status = ReservationStatus.EXISTS
+            node.heartbeat_at = None
+            return None
+        node.heartbeat_at = now + held.heartbeat_interval
+        return node.heartbeat_at
+
+    async def after_attempt(self, ex: ExecutionState, node: NodeState, succeeded: bool) -> None:
+        """Put the outputs of a successful run, then release the reservation (always)."""
+        rec = node.record
+        if succeeded and rec.cache_status is not CacheStatus.HIT:
+            await self._put(ex, node)
+        if rec.reservation_status in (ReservationStatus.ACQUIRED, ReservationStatus.EXISTS):
+            await self.release(ex, node)
+
+    async def _put(self, ex: ExecutionState, node: NodeState) -> None:
+        rec = node.record
+        try:
+            entry = CacheEntry.from_outputs(
+                node.task, rec.outputs or {}, source=CacheSource(ex.id, node.id)
+            )
+            await self.catalog.put(
+                self._key(ex, node),
+                entry,
+                overwrite=bool(ex.record.options.get("overwrite_cache")),
+                max_age=node.task.metadata.cache.max_age,
+            )
+            rec.cache_status = CacheStatus.POPULATED
+        except SluiceError as exc:
+            log.warning("caching the outputs of %s/%s failed: %s", ex.id, node.id, exc)
+            rec.cache_status = CacheStatus.PUT_FAILURE
+
+    async def release(self, ex: ExecutionState, node: NodeState) -> None:
+        rec = node.record
+        if rec.reservation_status not in (ReservationStatus.ACQUIRED, ReservationStatus.EXISTS):
+            return
+        try:
+            await self.catalog.release_reservation(self._key(ex, node), self.owner_id(ex, node))
+            rec.reservation_status = ReservationStatus.RELEASED
+        except SluiceError as exc:
+            log.warning("releasing the reservation of %s/%s failed: %s", ex.id, node.id, exc)
+        node.heartbeat_at = None
