@@ -126,7 +126,8 @@ def test_plugins_ls_and_db_upgrade(tmp_path: Path) -> None:
 
 def test_cache_and_reservations_commands(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
-    assert sluice("run", f"{FLOWS}:cached", "--input", f"directory={tmp_path}", db=db).returncode == 0
+    ran = sluice("run", f"{FLOWS}:cached", "--input", f"directory={tmp_path}", db=db)
+    assert ran.returncode == 0
     entries = json.loads(sluice("cache", "ls", "--json", db=db).stdout)
     assert [e["task"] for e in entries] == ["flows.cached_double"]
     assert json.loads(sluice("reservations", "ls", "--json", db=db).stdout) == []

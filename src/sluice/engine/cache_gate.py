@@ -98,12 +98,11 @@ class CacheGate:
         rec.reservation_status = ReservationStatus.EXISTS
         node.waiting_since = node.waiting_since or now
         self._wait_for(self._key(ex, node), ex.id, node.id, held.expires_at)
+        expires_in = max(0.0, held.expires_at - now)
         return PhaseInfo.waiting_for_cache(
             0,
-            (
-                f"waiting for cache to be populated by reservation owner {held.owner_id} "
-                f"(its reservation expires in {max(0.0, held.expires_at - now):.0f}s unless extended)"
-            ),
+            f"waiting for cache to be populated by reservation owner {held.owner_id} "
+            f"(its reservation expires in {expires_in:.0f}s unless extended)",
         )
 
     def _waited(self, node: NodeState) -> None:
