@@ -229,6 +229,8 @@ class TaskHandler:
         rec.updated_at = self.s.clock.now()
 
     async def _finish_attempt(self, ex: ExecutionState, node: NodeState, info: PhaseInfo) -> None:
+        if info.phase.is_failure() and info.cleanup_on_failure:
+            await self._call(ex, node, "abort")  # the plugin asks for its remote work to be stopped
         await self.finalize(ex, node)
         if self.cache is not None and self._caches(ex, node):
             await self.cache.after_attempt(ex, node, info.phase is Phase.SUCCESS)

@@ -13,6 +13,6 @@ if TYPE_CHECKING:
 
 
 def builtin_entries() -> list[PluginEntry]:
-    from sluice.plugins.builtin import python, shell
+    from sluice.plugins.builtin import http_job, pod, python, shell
 
-    return [python.ENTRY, shell.ENTRY]
+    return [python.ENTRY, shell.ENTRY, http_job.ENTRY, pod.ENTRY]
