@@ -124,4 +124,6 @@ def _load(ctx: SetupContext) -> PythonPlugin:
     return PythonPlugin(workers, str(ctx.config.get("instance", "")))
 
 
-ENTRY = PluginEntry(id=PLUGIN_ID, task_types=("python",), load=_load, is_default=True)
+# Not a catch-all (is_default=False): a task of an unknown type must fail naming the
+# registered plugins, not run its stub body as Python.
+ENTRY = PluginEntry(id=PLUGIN_ID, task_types=("python",), load=_load)
