@@ -128,6 +128,11 @@ class TaskDef(Generic[P, R]):
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def params(self) -> dict[str, inspect.Parameter]:
+        """Parameters with resolved annotations (computed once, at definition)."""
+        return self._params
+
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         from sluice.sdk.workflow import current_builder
 

@@ -72,7 +72,7 @@ class _Builder:
         node_id = self.new_id(spec.name.rpartition(".")[2])
         where = f"workflow {self.name!r}: node {node_id!r}"
         values = bind_arguments(task.fn, args, kwargs, where)
-        inputs = self._bind_inputs(spec.interface, values, input_annotations(task.fn, where), where)
+        inputs = self._bind_inputs(spec.interface, values, task.params, where)
         upstream = sorted(set().union(*(b.upstream_nodes() for b in inputs.values())))
         self.nodes.append(
             NodeSpec(id=node_id, task=spec.key, inputs=inputs, upstream=tuple(upstream))
