@@ -7,7 +7,9 @@ keys joined by a double underscore, dicts and lists as JSON), the TOML file (`--
 
 from __future__ import annotations
 
+import json
 import os
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -150,5 +152,20 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> Settings:
         return settings
     except ValidationError as exc:
         raise ConfigError("; ".join(_describe(error) for error in exc.errors())) from None
-    except ValueError as exc:  # malformed TOML or JSON in an environment variable
-        raise ConfigError(f"config: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {str(toml_file)!r} is not valid TOML: {exc}") from None
+    except ValueError as exc:  # pydantic-settings could not decode a complex env value
+        raise ConfigError(_bad_env_json(os.environ) or f"config: {exc}") from None
+
+
+def _bad_env_json(env: Mapping[str, str]) -> str:
+    """Name the SLUICE_* variable whose JSON value does not parse, with its value."""
+    for name, value in sorted(env.items()):
+        if not name.startswith("SLUICE_") or not value.lstrip().startswith(("{", "[")):
+            continue
+        try:
+            json.loads(value)
+        except json.JSONDecodeError as exc:
+            key = name.removeprefix("SLUICE_").lower().replace("__", ".")
+            return f"config {key} ({name}): expected JSON ({exc.msg}), got {value!r}"
+    return ""

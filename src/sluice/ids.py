@@ -8,6 +8,8 @@ import secrets
 import socket
 import time
 
+from sluice.errors import InvalidArgumentError
+
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
 
 
@@ -45,7 +47,9 @@ def fit_name(name: str, min_length: int, max_length: int) -> str:
     two long names that differ only at the end stay distinct.
     """
     if min_length > max_length:
-        raise ValueError(f"min_length {min_length} is greater than max_length {max_length}")
+        raise InvalidArgumentError(
+            f"min_length {min_length} is greater than max_length {max_length}"
+        )
     if len(name) < min_length:
         return name + "0" * (min_length - len(name))
     if len(name) <= max_length:

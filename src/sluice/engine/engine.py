@@ -24,7 +24,7 @@ from sluice.ids import instance_pid
 from sluice.resources.models import NoopResourceManager, ResourceManager
 from sluice.spec.models import WorkflowSpec
 from sluice.spec.phases import ExecutionPhase
-from sluice.store.notify import Notifier
+from sluice.store.notify import WAKE_ALL, Notifier
 from sluice.store.records import ExecutionRecord
 from sluice.store.store import Repos, Store
 
@@ -95,8 +95,10 @@ class Engine:
 
     def _on_cache_key(self, key: str) -> None:
         """A put or release of `key`: its waiters re-check the cache now."""
-        for execution_id, node_id in self._cache_waiters.pop(key, ()):
-            self.enqueue(execution_id, [node_id])
+        keys = list(self._cache_waiters) if key == WAKE_ALL else [key]
+        for each in keys:
+            for execution_id, node_id in self._cache_waiters.pop(each, ()):
+                self.enqueue(execution_id, [node_id])
 
     def request_admission(self, execution_id: str, node_id: str, created_at: float) -> bool:
         task_id = f"{execution_id}/{node_id}"
@@ -268,6 +270,11 @@ class Engine:
 
     # Notifications.
     def _on_execution_changed(self, execution_id: str) -> None:
+        if execution_id == WAKE_ALL:
+            self._claim_wanted.set()
+            for owned in list(self._executions):
+                self._on_execution_changed(owned)
+            return
         if execution_id in self._executions:
             task = asyncio.get_running_loop().create_task(self._reload_phase(execution_id))
             self._background.add(task)

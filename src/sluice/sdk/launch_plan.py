@@ -78,6 +78,14 @@ class LaunchPlan:
         overlap = sorted(set(defaults) & set(fixed))
         if overlap:
             raise DefinitionError(f"{where}: input {overlap[0]!r} is both default and fixed")
+        if self.schedule is not None:
+            required = {n for n, spec in wf.interface.inputs.items() if not spec.has_default}
+            unset = sorted(required - set(defaults) - set(fixed))
+            if unset:
+                raise DefinitionError(
+                    f"{where}: a scheduled launch plan needs a value for input {unset[0]!r} "
+                    "(a default or fixed input): every firing would fail without one"
+                )
         draft = LaunchPlanSpec(
             name=self.name,
             version="",

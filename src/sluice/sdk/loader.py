@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -11,26 +12,36 @@ from typing import Any
 
 from sluice.errors import NotFoundError
 
+PRIVATE_PREFIX = "sluice_file_"
+
 
 def load_module(module: str, file: str = "") -> ModuleType:
-    """Import `module`, loading it from `file` when it is not importable by name. A file is
-    loaded under its own stem, the name tasks defined in it carry (see naming.module_name)."""
-    loaded = sys.modules.get(module)
-    if loaded is not None and (not file or _same_file(loaded, file)):
-        return loaded
-    if file:
-        # A stem that shadows another module (a script named json.py) gets a private name.
-        name = module if loaded is None else f"sluice_file_{module}"
-        return sys.modules.get(name) or _load_file(Path(file), name)
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise NotFoundError(f"cannot import module {module!r}: {exc}") from None
+    """Import `module`, or load it from `file` when given. A file is loaded under its own stem
+    (the name its tasks carry, see naming.module_name), unless that name is taken by another
+    module (a script named json.py): then under a private name derived from its path, so two
+    files with one stem, or a file and a standard module, never replace each other."""
+    if not file:
+        try:
+            return sys.modules.get(module) or importlib.import_module(module)
+        except ImportError as exc:
+            raise NotFoundError(f"cannot import module {module!r}: {exc}") from None
+    path = Path(file).resolve()
+    for name in (module, private_module_name(module, path)):
+        loaded = sys.modules.get(name)
+        if loaded is not None and _same_file(loaded, path):
+            return loaded
+    taken = module in sys.modules or importlib.util.find_spec(module) is not None
+    return _load_file(path, private_module_name(module, path) if taken else module)
 
 
-def _same_file(module: ModuleType, file: str) -> bool:
+def private_module_name(stem: str, path: Path) -> str:
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
+    return f"{PRIVATE_PREFIX}{digest}_{stem}"
+
+
+def _same_file(module: ModuleType, path: Path) -> bool:
     own = getattr(module, "__file__", None)
-    return own is not None and Path(own).resolve() == Path(file).resolve()
+    return own is not None and Path(own).resolve() == path
 
 
 def _load_file(path: Path, name: str) -> ModuleType:
@@ -41,9 +52,8 @@ def _load_file(path: Path, name: str) -> ModuleType:
         raise NotFoundError(f"cannot load {str(path)!r} as Python")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    parent = str(path.resolve().parent)
-    if parent not in sys.path:
-        sys.path.insert(0, parent)  # so the file's own sibling imports work
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))  # its sibling imports work; it shadows nothing
     try:
         spec.loader.exec_module(module)
     except BaseException:

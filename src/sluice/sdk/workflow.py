@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
@@ -111,9 +112,9 @@ def _output_promises(node_id: str, interface: Interface, fn: Callable[..., Any])
         return None
     if list(interface.outputs) == ["o0"]:
         return promises[0]
-    annotation = inspect.signature(fn).return_annotation
-    if hasattr(annotation, "_fields") and not isinstance(annotation, str):
-        return annotation(*promises)
+    annotation = typing.get_type_hints(fn).get("return")
+    if isinstance(annotation, type) and hasattr(annotation, "_fields"):
+        return annotation(*promises)  # a NamedTuple: outputs reachable by name
     return tuple(promises)
 
 

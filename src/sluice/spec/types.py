@@ -11,6 +11,8 @@ import dataclasses
 import datetime as dt
 import enum
 import functools
+import json
+import math
 import types
 import typing
 from typing import Any, Literal
@@ -102,12 +104,12 @@ def _ref(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _record_fields(cls: type, where: str) -> tuple[FieldSpec, ...]:
+def _record_fields(cls: type, where: str, within: frozenset[type]) -> tuple[FieldSpec, ...]:
     if isinstance(cls, type) and issubclass(cls, BaseModel):
         return tuple(
             FieldSpec(
                 name=name,
-                type=type_spec_of(field.annotation, f"{where} field {name!r}"),
+                type=type_spec_of(field.annotation, f"{where} field {name!r}", within),
                 required=field.is_required(),
             )
             for name, field in cls.model_fields.items()
@@ -116,15 +118,16 @@ def _record_fields(cls: type, where: str) -> tuple[FieldSpec, ...]:
     return tuple(
         FieldSpec(
             name=f.name,
-            type=type_spec_of(hints[f.name], f"{where} field {f.name!r}"),
+            type=type_spec_of(hints[f.name], f"{where} field {f.name!r}", within),
             required=f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
         )
         for f in dataclasses.fields(typing.cast(Any, cls))
     )
 
 
-def type_spec_of(annotation: Any, where: str) -> TypeSpec:
-    """Describe an annotation, or raise DefinitionError naming `where` if it is not JSON-typed."""
+def type_spec_of(annotation: Any, where: str, within: frozenset[type] = frozenset()) -> TypeSpec:
+    """Describe an annotation, or raise DefinitionError naming `where` if it is not JSON-typed.
+    `within` holds the records being described, so a type that contains itself is refused."""
     if annotation in _SCALARS:
         return TypeSpec(kind=_SCALARS[annotation])
     if annotation in (list, typing.List):  # noqa: UP006
@@ -133,15 +136,15 @@ def type_spec_of(annotation: Any, where: str) -> TypeSpec:
         return TypeSpec(kind="dict", args=(JSON,))
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is list and len(args) == 1:
-        return TypeSpec(kind="list", args=(type_spec_of(args[0], where),))
+        return TypeSpec(kind="list", args=(type_spec_of(args[0], where, within),))
     if origin is dict and len(args) == 2:
         if args[0] is not str:
             raise DefinitionError(f"{where}: dict keys must be str, got {args[0]!r}")
-        return TypeSpec(kind="dict", args=(type_spec_of(args[1], where),))
+        return TypeSpec(kind="dict", args=(type_spec_of(args[1], where, within),))
     if origin in (typing.Union, types.UnionType):
         others = [a for a in args if a is not type(None)]
         if len(others) == 1 and len(args) == 2:
-            return TypeSpec(kind="optional", args=(type_spec_of(others[0], where),))
+            return TypeSpec(kind="optional", args=(type_spec_of(others[0], where, within),))
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         values = tuple(member.value for member in annotation)
         if not all(isinstance(v, str | int) for v in values):
@@ -150,9 +153,13 @@ def type_spec_of(annotation: Any, where: str) -> TypeSpec:
     if isinstance(annotation, type) and (
         dataclasses.is_dataclass(annotation) or issubclass(annotation, BaseModel)
     ):
-        return TypeSpec(
-            kind="record", ref=_ref(annotation), fields=_record_fields(annotation, where)
-        )
+        if annotation in within:
+            raise DefinitionError(
+                f"{where}: {annotation.__name__} contains itself; recursive types are not "
+                "JSON-typed values sluice can check"
+            )
+        fields = _record_fields(annotation, where, within | {annotation})
+        return TypeSpec(kind="record", ref=_ref(annotation), fields=fields)
     raise DefinitionError(
         f"{where}: type {getattr(annotation, '__name__', annotation)!r} is not JSON-typed "
         "(use None, bool, int, float, str, list, dict, a dataclass, a pydantic model, "
@@ -205,6 +212,8 @@ def _check(spec: TypeSpec, value: Any, path: str) -> Any:
     if kind == "float":
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise _Invalid(path, "float", value)
+        if not math.isfinite(value):
+            raise _Invalid(path, "a finite float (JSON has no NaN or Infinity)", value)
         return float(value)
     if kind == "str":
         if not isinstance(value, str):
@@ -271,9 +280,11 @@ def to_json(annotation: Any, value: Any, where: str) -> Any:
     """Convert a Python value of `annotation` to its JSON form; OutputsError if it does not fit."""
     try:
         adapter = _adapter(annotation)
-        return adapter.dump_python(adapter.validate_python(value), mode="json")
+        result = adapter.dump_python(adapter.validate_python(value), mode="json")
+        json.dumps(result, allow_nan=False)  # JSON has no NaN or Infinity
     except (ValidationError, TypeError, ValueError) as exc:
         raise OutputsError(f"{where}: {_first_error(exc)}") from None
+    return result
 
 
 def from_json(annotation: Any, value: Any, where: str) -> Any:

@@ -1,10 +1,15 @@
 """Cross-process wake-ups through the store.
 
 A change is published inside the transaction that makes it, so a subscriber never wakes
-before the change is visible. PostgreSQL uses NOTIFY/LISTEN. SQLite has no notification
-channel, so a publish inserts a row and every process polls `PRAGMA data_version` (a counter
-that moves when another connection commits: microseconds, no lock) and reads new rows only
-when it moved. Subscribers register plain callbacks; they must be quick and never block.
+before the change is visible. PostgreSQL uses NOTIFY/LISTEN on one channel, the logical
+channel travelling in the payload, so a subscriber added at any time hears everything
+committed after it subscribed. SQLite has no notification channel, so a publish inserts a
+row and every process polls `PRAGMA data_version` (a counter that moves when another
+connection commits: microseconds, no lock) and reads new rows only when it moved.
+
+Subscribers register plain callbacks; they must be quick and never block. When the
+notifier may have missed notifications (its PostgreSQL connection dropped and came back),
+every callback receives WAKE_ALL and must re-check everything it waits for.
 """
 
 from __future__ import annotations
@@ -24,7 +29,16 @@ from sluice.store.database import Database, sqlite_data_version_connection
 
 log = logging.getLogger(__name__)
 Callback = Callable[[str], None]
-_PG_PREFIX = "sluice_"
+WAKE_ALL = "*"
+"""Payload meaning "notifications may have been lost: re-check everything"."""
+_PG_CHANNEL = "sluice"
+_SEPARATOR = "\x1f"
+_RECONNECT_MAX = 5.0
+
+
+def pg_notification(channel: str, payload: str) -> tuple[str, str]:
+    """The PostgreSQL channel and message that carry `payload` on logical `channel`."""
+    return _PG_CHANNEL, f"{channel}{_SEPARATOR}{payload}"
 
 
 class Notifier:
@@ -46,22 +60,20 @@ class Notifier:
         self._retention = retention
         self._callbacks: dict[str, list[Callback]] = {}
         self._task: asyncio.Task[None] | None = None
-        self._pg_channels: set[str] = set()
         self._pg_conn: Any = None
 
     async def publish(self, conn: AsyncConnection, channel: str, payload: str) -> None:
         """Announce a change to `channel`; delivered to every process once `conn` commits."""
         if self._db.dialect == "postgresql":
-            await conn.execute(sa.select(sa.func.pg_notify(_PG_PREFIX + channel, payload)))
-        else:
-            await conn.execute(
-                sa.insert(schema.notifications).values(
-                    channel=channel,
-                    payload=payload,
-                    origin=self._origin,
-                    created_at=self._clock.now(),
-                )
-            )
+            await conn.execute(sa.select(sa.func.pg_notify(*pg_notification(channel, payload))))
+            return
+        row = {
+            "channel": channel,
+            "payload": payload,
+            "origin": self._origin,
+            "created_at": self._clock.now(),
+        }
+        await conn.execute(sa.insert(schema.notifications).values(**row))
 
     def deliver_local(self, channel: str, payload: str) -> None:
         """Run this process's callbacks now, without waiting for the round trip."""
@@ -70,6 +82,10 @@ class Notifier:
                 callback(payload)
             except Exception:
                 log.exception("notification callback for %s failed", channel)
+
+    def _wake_everyone(self) -> None:
+        for channel in list(self._callbacks):
+            self.deliver_local(channel, WAKE_ALL)
 
     def subscribe(self, channel: str, callback: Callback) -> Callable[[], None]:
         """Call `callback(payload)` on each notification; returns an unsubscribe function."""
@@ -82,13 +98,17 @@ class Notifier:
         return unsubscribe
 
     async def start(self) -> None:
+        """Begin delivering: everything committed after `start` returns is delivered."""
         if self._task is not None:
             return
         if self._db.dialect == "postgresql":
             await self._pg_connect()
             self._task = asyncio.create_task(self._pg_loop(), name="sluice-notifier")
-        else:
-            self._task = asyncio.create_task(self._sqlite_loop(), name="sluice-notifier")
+            return
+        assert self._db.url.path is not None
+        conn = sqlite_data_version_connection(self._db.url.path)
+        last_id = conn.execute("SELECT coalesce(max(id), 0) FROM notifications").fetchone()[0]
+        self._task = asyncio.create_task(self._sqlite_loop(conn, last_id), name="sluice-notifier")
 
     async def close(self) -> None:
         if self._task is not None:
@@ -96,16 +116,11 @@ class Notifier:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
-        if self._pg_conn is not None:
-            await self._pg_conn.close()
-            self._pg_conn = None
+        await self._pg_close()
 
     # SQLite: poll data_version, read new rows.
-    async def _sqlite_loop(self) -> None:
-        assert self._db.url.path is not None
-        conn = sqlite_data_version_connection(self._db.url.path)
+    async def _sqlite_loop(self, conn: Any, last_id: int) -> None:
         try:
-            last_id = conn.execute("SELECT coalesce(max(id), 0) FROM notifications").fetchone()[0]
             version = None
             next_purge = self._clock.now() + self._retention / 2
             while True:
@@ -133,34 +148,46 @@ class Notifier:
         cutoff = self._clock.now() - self._retention
         try:
             async with self._db.begin() as conn:
-                await conn.execute(
-                    sa.delete(schema.notifications).where(
-                        schema.notifications.c.created_at < cutoff
-                    )
-                )
+                table = schema.notifications
+                await conn.execute(sa.delete(table).where(table.c.created_at < cutoff))
         except Exception:
             log.warning("could not purge old notifications", exc_info=True)
 
-    # PostgreSQL: LISTEN on a dedicated autocommit connection.
+    # PostgreSQL: LISTEN on a dedicated autocommit connection; reconnect when it drops.
     async def _pg_connect(self) -> None:
         import psycopg
 
         dsn = self._db.url.driver_url.replace("postgresql+psycopg://", "postgresql://")
         self._pg_conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-        await self._pg_listen_new()
+        await self._pg_conn.execute(f"LISTEN {_PG_CHANNEL}")
 
-    async def _pg_listen_new(self) -> None:
-        from psycopg import sql
-
-        for channel in set(self._callbacks) - self._pg_channels:
-            name = sql.Identifier(_PG_PREFIX + channel)
-            await self._pg_conn.execute(sql.SQL("LISTEN {}").format(name))
-            self._pg_channels.add(channel)
+    async def _pg_close(self) -> None:
+        if self._pg_conn is not None:
+            with contextlib.suppress(Exception):
+                await self._pg_conn.close()
+            self._pg_conn = None
 
     async def _pg_loop(self) -> None:
-        # notifies() holds the connection while it waits, so it returns now and then to LISTEN
-        # on channels subscribed since.
+        delay = self._poll_interval
         while True:
-            async for note in self._pg_conn.notifies(timeout=self._poll_interval * 25):
-                self.deliver_local(note.channel.removeprefix(_PG_PREFIX), note.payload)
-            await self._pg_listen_new()
+            try:
+                async for note in self._pg_conn.notifies():
+                    channel, _, payload = note.payload.partition(_SEPARATOR)
+                    self.deliver_local(channel, payload)
+            except Exception as exc:  # the connection dropped: reconnect, then wake everyone
+                log.warning("lost the notification connection (%s); reconnecting", exc)
+            await self._pg_close()
+            delay = await self._pg_reconnect(delay)
+            self._wake_everyone()
+
+    async def _pg_reconnect(self, delay: float) -> float:
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                await self._pg_connect()
+                return self._poll_interval
+            except Exception as exc:
+                delay = min(_RECONNECT_MAX, delay * 2)
+                log.warning(
+                    "reconnecting for notifications failed (%s); next try in %.1fs", exc, delay
+                )

@@ -43,7 +43,10 @@ def discover_entry_points(group: str = ENTRY_POINT_GROUP) -> list[PluginEntry]:
         except Exception as exc:
             raise PluginError(f"entry point {point.name!r} ({point.value}) failed: {exc}") from exc
         for entry in value if isinstance(value, list | tuple) else [value]:
-            found.append(validate_entry(entry))
+            try:
+                found.append(validate_entry(entry))
+            except PluginError as exc:
+                raise PluginError(f"entry point {point.name!r} ({point.value}): {exc}") from None
     return found
 
 

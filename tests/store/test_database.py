@@ -1,0 +1,225 @@
+"""Opening databases: URL parsing, SQLite file checks and pragmas, PostgreSQL errors."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from sluice.errors import (
+    InvalidArgumentError,
+    NotADatabaseError,
+    StoreError,
+    StoreUnavailableError,
+)
+from sluice.store.database import Database, parse_database_url
+from sluice.store.migrate import ensure_schema, head_revision
+from sluice.store.store import Store
+
+# --- URLs --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "path", "driver_url"),
+    [
+        (
+            "sqlite:///relative/sluice.db",
+            Path("relative/sluice.db"),
+            "sqlite+aiosqlite:///relative/sluice.db",
+        ),
+        (
+            "sqlite:////abs/dir/sluice.db",
+            Path("/abs/dir/sluice.db"),
+            "sqlite+aiosqlite:////abs/dir/sluice.db",
+        ),
+        ("sqlite+aiosqlite:///x.db", Path("x.db"), "sqlite+aiosqlite:///x.db"),
+        ("SQLITE:///x.db", Path("x.db"), "sqlite+aiosqlite:///x.db"),
+    ],
+)
+def test_parse_sqlite_urls(url: str, path: Path, driver_url: str) -> None:
+    parsed = parse_database_url(url)
+    assert (parsed.dialect, parsed.path, parsed.driver_url) == ("sqlite", path, driver_url)
+    assert parsed.raw == url
+    assert parsed.sync_url == driver_url.replace("+aiosqlite", "")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://user:pw@db.example:5433/sluice",
+        "postgres://user:pw@db.example:5433/sluice",
+        "postgresql+psycopg://user:pw@db.example:5433/sluice",
+    ],
+)
+def test_parse_postgresql_urls(url: str) -> None:
+    parsed = parse_database_url(url)
+    assert parsed.dialect == "postgresql"
+    assert parsed.path is None
+    assert parsed.driver_url == "postgresql+psycopg://user:pw@db.example:5433/sluice"
+
+
+def test_display_hides_the_password() -> None:
+    parsed = parse_database_url("postgresql://user:s3cret@db.example/sluice")
+    assert "s3cret" not in parsed.display
+    assert parsed.display.startswith("postgresql://user:")
+    assert "psycopg" not in parsed.display
+    assert parse_database_url("sqlite:///a/b.db").display == "sqlite:///a/b.db"
+
+
+@pytest.mark.parametrize("url", ["mysql://h/db", "redis://localhost", "memory://", "db.sqlite"])
+def test_unknown_scheme_is_an_error_naming_it(url: str) -> None:
+    with pytest.raises(InvalidArgumentError) as caught:
+        parse_database_url(url)
+    assert repr(url) in str(caught.value)
+    assert "sqlite:///" in str(caught.value) and "postgresql://" in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///", "sqlite:///:memory:"])
+def test_sqlite_url_without_a_path_is_an_error(url: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="no file path"):
+        parse_database_url(url)
+
+
+# --- SQLite ------------------------------------------------------------------------------------
+
+
+async def test_store_open_refuses_an_unknown_scheme() -> None:
+    with pytest.raises(InvalidArgumentError):
+        await Store.open("mysql://h/db")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        bytes(range(256)) * 16,
+        b"hello, this is a text file and not a database\n" * 100,
+        b"SQLite format 3\x00" + b"\xff" * 4080,
+    ],
+    ids=["binary", "text", "bad-header"],
+)
+async def test_a_file_that_is_not_sqlite_is_refused_and_left_untouched(
+    tmp_path: Path, content: bytes
+) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(content)
+    with pytest.raises(NotADatabaseError) as caught:
+        await Store.open(f"sqlite:///{path}")
+    assert str(path) in str(caught.value)
+    assert path.read_bytes() == content
+    assert sorted(os.listdir(tmp_path)) == ["notes.db"]  # no -wal, no -shm
+
+
+async def test_a_directory_is_not_a_database(tmp_path: Path) -> None:
+    with pytest.raises(NotADatabaseError, match=str(tmp_path)):
+        await Store.open(f"sqlite:///{tmp_path}")
+
+
+async def test_sqlite_creates_missing_directories_and_runs_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "sluice.db"
+    store = await Store.open(f"sqlite:///{path}")
+    try:
+        assert path.is_file()
+        async with store.db.read() as conn:
+            mode = (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar_one()
+            busy = (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar_one()
+        assert str(mode).lower() == "wal"
+        assert int(busy) > 0
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as plain:  # WAL is a property of the file: other tools see it
+        assert plain.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {r[0] for r in plain.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"executions", "node_executions", "events", "alembic_version"} <= tables
+
+
+async def test_sqlite_upgrades_itself_on_open_by_default(sqlite_url: str) -> None:
+    store = await Store.open(sqlite_url)  # upgrade=None: the embedded store upgrades itself
+    try:
+        assert await ensure_schema(store.db, upgrade=False) == head_revision()
+    finally:
+        await store.close()
+
+
+async def test_sqlite_with_upgrade_false_refuses_an_empty_file(sqlite_url: str) -> None:
+    with pytest.raises(StoreError, match="sluice db upgrade"):
+        await Store.open(sqlite_url, upgrade=False)
+
+
+async def test_a_failed_write_transaction_is_rolled_back(sqlite_url: str) -> None:
+    db = await Database.open(sqlite_url)
+    try:
+        with contextlib.suppress(RuntimeError):
+            async with db.begin() as conn:
+                await conn.execute(sa.text("CREATE TABLE scratch (x INTEGER)"))
+                raise RuntimeError("abort")
+        async with db.read() as conn:
+            found = await conn.exec_driver_sql(
+                "SELECT count(*) FROM sqlite_master WHERE name = 'scratch'"
+            )
+            assert found.scalar_one() == 0
+    finally:
+        await db.close()
+
+
+async def test_sql_errors_are_translated_to_store_errors(sqlite_url: str) -> None:
+    db = await Database.open(sqlite_url)
+    try:
+        with pytest.raises(StoreError, match="no_such_table"):
+            async with db.read() as conn:
+                await conn.execute(sa.text("SELECT * FROM no_such_table"))
+        with pytest.raises(StoreError):
+            async with db.begin() as conn:
+                await conn.execute(sa.text("INSERT INTO no_such_table VALUES (1)"))
+    finally:
+        await db.close()
+
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+async def test_unreachable_postgresql_is_store_unavailable() -> None:
+    with pytest.raises(StoreUnavailableError) as caught:
+        await Store.open("postgresql://postgres:hunter2@127.0.0.1:1/sluice")
+    assert "127.0.0.1" in str(caught.value)
+    assert "hunter2" not in str(caught.value)
+
+
+@pytest.fixture
+def empty_pg_url(pg_database_url: str) -> Iterator[str]:
+    """A PostgreSQL database with no schema at all."""
+    import psycopg
+
+    base = pg_database_url.rpartition("/")[0]
+    name = f"sluice_empty_{secrets.token_hex(4)}"
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield f"{base}/{name}"
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.postgres
+async def test_postgresql_behind_schema_needs_sluice_db_upgrade(empty_pg_url: str) -> None:
+    for upgrade in (False, None):  # None: PostgreSQL is left to `sluice db upgrade`
+        with pytest.raises(StoreError) as caught:
+            await Store.open(empty_pg_url, upgrade=upgrade)
+        assert "sluice db upgrade" in str(caught.value)
+        assert head_revision() in str(caught.value)
+    upgraded = await Store.open(empty_pg_url, upgrade=True)
+    await upgraded.close()
+    checked = await Store.open(empty_pg_url, upgrade=False)
+    await checked.close()
+
+
+@pytest.mark.postgres
+async def test_unknown_postgresql_database_is_store_unavailable(pg_database_url: str) -> None:
+    base = pg_database_url.rpartition("/")[0]
+    with pytest.raises(StoreUnavailableError, match="does not exist"):
+        await Store.open(f"{base}/sluice_no_such_db_{secrets.token_hex(3)}")
