@@ -1,0 +1,1 @@
+"""Concurrency control above single tasks: execution limits, the lock scheduler, schedules."""

@@ -1,0 +1,1 @@
+"""Parts of the lock scheduler: task model, lock table, wait list, orderings, reference."""
