@@ -102,8 +102,28 @@ class AllocationResult:
             usage += ", older claims first"
         return f"waiting for {self.namespace}: {usage}, position {self.position}"
 
-
-GRANTED = AllocationResult(AllocationStatus.GRANTED)
+    @classmethod
+    def of_waiter(cls, snapshot: NamespaceSnapshot, waiter: WaiterInfo) -> AllocationResult:
+        """The refusal a waiter last got, rebuilt from a snapshot."""
+        scope = waiter.blocking_scope
+        if scope == "project":
+            held = sum(h.units for h in snapshot.holders if h.project == waiter.project)
+            in_use, limit = held, waiter.project_cap or 0
+        elif scope == "namespace":
+            held = sum(
+                h.units
+                for h in snapshot.holders
+                if (h.project, h.domain) == (waiter.project, waiter.domain)
+            )
+            in_use, limit = held, waiter.domain_cap or 0
+        else:
+            in_use, limit = snapshot.in_use, snapshot.quota or 0
+        status = (
+            AllocationStatus.NAMESPACE_QUOTA_EXCEEDED
+            if scope in ("project", "namespace")
+            else AllocationStatus.EXHAUSTED
+        )
+        return cls(status, snapshot.namespace, scope, in_use, limit, waiter.position)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Repositories over one connection: executions, nodes, events, specs, launch plans.
+"""Repositories over one connection: executions, nodes, events, specs, launch plans and
+execution concurrency caps.
 
 Every phase change is a compare-and-swap: an UPDATE whose WHERE names the phase (or row
 version) the caller last saw, returning whether it won. Use them through `Store.write()` or
@@ -7,6 +8,7 @@ version) the caller last saw, returning whether it won. Use them through `Store.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from sluice.errors import NotFoundError
 from sluice.spec.models import LaunchPlanSpec, TaskSpec, WorkflowSpec
 from sluice.spec.phases import (
     TERMINAL_EXECUTION_PHASES,
@@ -179,6 +182,15 @@ class ExecutionRepository:
             .values(owner=None, owner_expires_at=None)
         )
 
+    async def last_scheduled_at(self, project: str, domain: str, launch_plan: str) -> float | None:
+        """The nominal time of the latest schedule firing of a launch plan name, any version."""
+        t = self._t
+        query = sa.select(sa.func.max(t.c.scheduled_at)).where(
+            t.c.project == project, t.c.domain == domain, t.c.launch_plan == launch_plan
+        )
+        value = (await self._conn.execute(query)).scalar_one()
+        return None if value is None else float(value)
+
     async def count_active(self, project: str, domain: str, launch_plan: str) -> int:
         t = self._t
         query = sa.select(sa.func.count()).where(
@@ -201,6 +213,16 @@ class NodeRepository:
 
     async def list(self, execution_id: str) -> list[NodeRecord]:
         query = sa.select(self._t).where(self._t.c.execution_id == execution_id)
+        return [_node(row) for row in await self._conn.execute(query)]
+
+    async def find_claiming(self) -> builtins.list[NodeRecord]:
+        """Started, unfinished nodes that claim quotas or locks (for `sluice locks ls`)."""
+        t = self._t
+        query = (
+            sa.select(t)
+            .where(t.c.phase == NodePhase.RUNNING.value, t.c.claims.is_not(None))
+            .order_by(t.c.started_at)
+        )
         return [_node(row) for row in await self._conn.execute(query)]
 
     async def get(self, execution_id: str, node_id: str) -> NodeRecord | None:
@@ -404,9 +426,16 @@ class LaunchPlanRepository:
     async def set_active(
         self, project: str, domain: str, name: str, version: str | None, now: float
     ) -> None:
-        """Make `version` the one ACTIVE version (None deactivates all), in this transaction."""
+        """Make `version` the one ACTIVE version (None deactivates all), in this transaction.
+        An unknown version raises NotFoundError naming it, before anything changes."""
         t = self._t
         key = (t.c.project == project, t.c.domain == domain, t.c.name == name)
+        if version is not None and await self.get(project, domain, name, version) is None:
+            known = [r.version for r in await self.find(project, domain, name)]
+            raise NotFoundError(
+                f"launch plan {name!r} has no version {version!r} in {project}/{domain}; "
+                f"versions are {known}"
+            )
         await self._conn.execute(
             sa.update(t)
             .where(*key, t.c.state == self.ACTIVE)
@@ -423,3 +452,50 @@ class LaunchPlanRepository:
         t = self._t
         query = sa.select(t).where(t.c.updated_at > since).order_by(t.c.updated_at)
         return [LaunchPlanRecord(**row._mapping) for row in await self._conn.execute(query)]
+
+
+class CapsRepository:
+    """Caps on active executions per project (domain "") and per project/domain. Config and
+    operator values are separate columns; the effective cap is operator ?? config."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+        self._t = schema.concurrency_caps
+
+    async def effective(self) -> dict[tuple[str, str], int]:
+        """Every cap in force, keyed by (project, domain) with domain "" for a project cap."""
+        t = self._t
+        value = sa.func.coalesce(t.c.operator_max, t.c.config_max)
+        rows = await self._conn.execute(sa.select(t.c.project, t.c.domain, value.label("cap")))
+        return {(r.project, r.domain): int(r.cap) for r in rows if r.cap is not None}
+
+    async def applies(self, project: str, domain: str) -> bool:
+        """Whether a cap governs executions of `project`/`domain`."""
+        t = self._t
+        query = sa.select(sa.func.count()).where(
+            t.c.project == project,
+            t.c.domain.in_(["", domain]),
+            sa.or_(t.c.operator_max.is_not(None), t.c.config_max.is_not(None)),
+        )
+        return int((await self._conn.execute(query)).scalar_one()) > 0
+
+    async def rows(self) -> list[dict[str, Any]]:
+        t = self._t
+        query = sa.select(t).order_by(t.c.project, t.c.domain)
+        return [dict(row._mapping) for row in await self._conn.execute(query)]
+
+    async def set_value(
+        self, column: str, project: str, domain: str, value: int | None, now: float
+    ) -> None:
+        """Set the `config_max` or `operator_max` of one scope (None clears it); a row left
+        with neither is deleted."""
+        t = self._t
+        row = {"project": project, "domain": domain, "updated_at": now}
+        await insert_ignore(self._conn, t, [{**row, "config_max": None, "operator_max": None}])
+        key = (t.c.project == project, t.c.domain == domain)
+        await self._conn.execute(
+            sa.update(t).where(*key).values({column: value, "updated_at": now})
+        )
+        await self._conn.execute(
+            sa.delete(t).where(*key, t.c.config_max.is_(None), t.c.operator_max.is_(None))
+        )

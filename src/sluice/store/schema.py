@@ -185,6 +185,32 @@ notifications = sa.Table(
     _time("created_at"),
 )
 
+# Execution concurrency (concurrency/). Caps on active executions per project (domain '')
+# and per project/domain. Config and operator values are kept apart: the live controller
+# writes the config ones when it takes the lead, `sluice concurrency caps set` the operator
+# ones; the effective cap is operator ?? config.
+concurrency_caps = sa.Table(
+    "concurrency_caps",
+    metadata,
+    _name("project", primary_key=True),
+    _name("domain", primary_key=True),
+    sa.Column("config_max", sa.Integer),
+    sa.Column("operator_max", sa.Integer),
+    _time("updated_at"),
+)
+
+# The controller's fencing token: a new leader bumps `epoch`, and every decision transaction
+# updates this row only if the epoch is still its own, so a deposed leader cannot act.
+concurrency_leader = sa.Table(
+    "concurrency_leader",
+    metadata,
+    _name("name", 64, primary_key=True),
+    sa.Column("epoch", sa.Integer, nullable=False),
+    _name("holder", 200, nullable=False),
+    _time("acquired_at"),
+    _time("heartbeat_at"),
+)
+
 # Resource manager (resources/backends/sql.py). Holders, waiters and usage counters carry
 # project and domain as columns, so scope counts are exact: project "foo" never counts tokens of
 # "foobar". Quota sources are kept apart; the effective one is operator ?? config ?? plugin ??

@@ -48,6 +48,24 @@ def upgrade() -> None:
         batch_op.create_index("ix_cache_reservations_owner_id", ["owner_id"], unique=False)
 
     op.create_table(
+        "concurrency_caps",
+        sa.Column("project", sa.String(length=255), nullable=False),
+        sa.Column("domain", sa.String(length=255), nullable=False),
+        sa.Column("config_max", sa.Integer(), nullable=True),
+        sa.Column("operator_max", sa.Integer(), nullable=True),
+        sa.Column("updated_at", sa.Double(), nullable=False),
+        sa.PrimaryKeyConstraint("project", "domain", name=op.f("pk_concurrency_caps")),
+    )
+    op.create_table(
+        "concurrency_leader",
+        sa.Column("name", sa.String(length=64), nullable=False),
+        sa.Column("epoch", sa.Integer(), nullable=False),
+        sa.Column("holder", sa.String(length=200), nullable=False),
+        sa.Column("acquired_at", sa.Double(), nullable=False),
+        sa.Column("heartbeat_at", sa.Double(), nullable=False),
+        sa.PrimaryKeyConstraint("name", name=op.f("pk_concurrency_leader")),
+    )
+    op.create_table(
         "events",
         sa.Column(
             "id",
@@ -294,6 +312,8 @@ def downgrade() -> None:
         batch_op.drop_index("ix_events_execution")
 
     op.drop_table("events")
+    op.drop_table("concurrency_leader")
+    op.drop_table("concurrency_caps")
     with op.batch_alter_table("cache_reservations", schema=None) as batch_op:
         batch_op.drop_index("ix_cache_reservations_owner_id")
         batch_op.drop_index("ix_cache_reservations_expires_at")

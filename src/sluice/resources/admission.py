@@ -1,0 +1,247 @@
+"""The admission rule: is a claim granted now, and if not, what blocks it.
+
+Pure functions over a snapshot of one or more namespaces. The memory and SQL backends call
+them inside their lock or transaction; the Redis backend runs the same rule in
+`backends/lua/allocate.lua`. Keep the two in step: the contract suite runs the same
+scenarios on every backend.
+
+Fair order. Waiters are ranked by (first refusal time, higher priority, token); the same token
+has the same first refusal time in every namespace of its claim, so the rank is one total
+order and two multi-namespace claims can never block each other. Before judging a claim, the
+waiters ranked ahead of it reserve room, oldest first:
+
+- one that fits all its scopes reserves its units in the global pool, its project and its
+  project/domain: it takes them as soon as it asks again;
+- one blocked by the global quota reserves its units in the global pool only, so small
+  newcomers cannot starve a big claim;
+- one blocked by its own project or project/domain cap reserves nothing: it could not use
+  the room and must not hold back other projects. Nor does one needing more than the quota.
+
+The claim is then judged on in-use plus reserved units: global room first (EXHAUSTED), then
+the project cap, then the project/domain cap (both NAMESPACE_QUOTA_EXCEEDED).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sluice.resources.models import (
+    QUOTA_SOURCES,
+    AllocationResult,
+    AllocationStatus,
+    Claim,
+    Holder,
+    QuotaSource,
+    Scope,
+)
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One token's claim on one namespace, as the rule sees it (asker or waiter)."""
+
+    token: str
+    project: str
+    domain: str
+    units: int
+    project_cap: int | None
+    domain_cap: int | None
+    priority: int
+    since: float
+
+    def rank(self) -> tuple[float, int, str]:
+        return (self.since, -self.priority, self.token)
+
+
+@dataclass
+class Usage:
+    """Units in use in one namespace, per scope."""
+
+    total: int = 0
+    by_project: Counter[str] = field(default_factory=Counter)
+    by_domain: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    def add(self, project: str, domain: str, units: int) -> None:
+        """Count `units` more (or fewer, if negative) for a holder of this scope."""
+        self.total += units
+        self.by_project[project] += units
+        self.by_domain[(project, domain)] += units
+
+
+@dataclass(frozen=True)
+class Verdict:
+    scope: Scope
+    """"" when the claim fits."""
+    in_use: int = 0
+    limit: int = 0
+    position: int = 0
+
+
+class _Room:
+    """In-use units plus what the waiters walked so far have reserved."""
+
+    def __init__(self, quota: int, usage: Usage) -> None:
+        self.quota = quota
+        self.usage = usage
+        self.reserved = 0
+        self.by_project: Counter[str] = Counter()
+        self.by_domain: Counter[tuple[str, str]] = Counter()
+
+    def full(self) -> bool:
+        return self.usage.total + self.reserved >= self.quota
+
+    def global_blocks(self, ask: Ask) -> bool:
+        return self.usage.total + self.reserved + ask.units > self.quota
+
+    def cap_blocks(self, ask: Ask) -> Verdict | None:
+        used = self.usage.by_project[ask.project]
+        if ask.project_cap is not None and (
+            used + self.by_project[ask.project] + ask.units > ask.project_cap
+        ):
+            return Verdict("project", used, ask.project_cap)
+        key = (ask.project, ask.domain)
+        used = self.usage.by_domain[key]
+        if ask.domain_cap is not None and used + self.by_domain[key] + ask.units > ask.domain_cap:
+            return Verdict("namespace", used, ask.domain_cap)
+        return None
+
+    def reserve(self, waiter: Ask) -> None:
+        if waiter.units > self.quota or self.cap_blocks(waiter) is not None:
+            return
+        fits = not self.global_blocks(waiter)
+        self.reserved += waiter.units
+        if fits:
+            self.by_project[waiter.project] += waiter.units
+            self.by_domain[(waiter.project, waiter.domain)] += waiter.units
+
+    def judge(self, ask: Ask, position: int) -> Verdict:
+        if self.global_blocks(ask):
+            return Verdict("global", self.usage.total, self.quota, position)
+        blocked = self.cap_blocks(ask)
+        if blocked is not None:
+            return Verdict(blocked.scope, blocked.in_use, blocked.limit, position)
+        return Verdict("")
+
+
+def admit(quota: int, usage: Usage, waiters: Iterable[Ask], ask: Ask) -> Verdict:
+    """Judge `ask` on one namespace, after the waiters ranked ahead of it reserve room."""
+    ahead = sorted((w for w in waiters if w.rank() < ask.rank()), key=Ask.rank)
+    room = _Room(quota, usage)
+    for waiter in ahead:
+        if room.full():
+            break  # nothing more can fit, so nothing more can be reserved
+        room.reserve(waiter)
+    return room.judge(ask, position=len(ahead) + 1)
+
+
+def next_in_line(quota: int | None, usage: Usage, waiters: Iterable[Ask]) -> tuple[str, ...]:
+    """The waiters that would be granted if they asked now, in rank order: whom a release
+    needs to wake. (With several namespaces per claim, each must also fit elsewhere.)"""
+    if quota is None:
+        return ()
+    room, ready = _Room(quota, usage), []
+    for waiter in sorted(waiters, key=Ask.rank):
+        if room.full():
+            break
+        if not room.judge(waiter, position=0).scope:
+            ready.append(waiter.token)
+        room.reserve(waiter)
+    return tuple(ready)
+
+
+@dataclass(frozen=True)
+class NamespaceState:
+    """What the rule needs of one namespace; waiters are live ones other than the asker."""
+
+    namespace: str
+    quota: int
+    usage: Usage
+    waiters: tuple[Ask, ...]
+    holding: bool = False
+    asker_since: float | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The decision for a whole multi-namespace claim: all granted, or every one waits."""
+
+    granted: bool
+    since: float
+    """The asker's first refusal time in these namespaces (now when it is new)."""
+    waited_since: float | None
+    verdicts: Mapping[str, Verdict]
+    result: AllocationResult
+
+
+def ask_for(claim: Claim, token: str, holder: Holder, since: float) -> Ask:
+    caps = claim.constraints
+    return Ask(
+        token=token,
+        project=holder.project,
+        domain=holder.domain,
+        units=claim.units,
+        project_cap=caps.project_scope if caps else None,
+        domain_cap=caps.namespace_scope if caps else None,
+        priority=holder.priority,
+        since=since,
+    )
+
+
+def plan_allocation(
+    token: str,
+    claims: Sequence[Claim],
+    holder: Holder,
+    now: float,
+    states: Mapping[str, NamespaceState],
+) -> Plan:
+    """Judge every claim not already held; grant all or none."""
+    known = [s.asker_since for s in states.values() if s.asker_since is not None]
+    since = min(known, default=now)
+    verdicts = {
+        c.namespace: admit(
+            states[c.namespace].quota,
+            states[c.namespace].usage,
+            states[c.namespace].waiters,
+            ask_for(c, token, holder, since),
+        )
+        for c in claims
+        if not states[c.namespace].holding
+    }
+    refused = next((ns for ns, v in verdicts.items() if v.scope), None)
+    waited_since = min(known) if known else None
+    if refused is None:
+        return Plan(True, since, waited_since, verdicts, AllocationResult(AllocationStatus.GRANTED))
+    return Plan(False, since, waited_since, verdicts, _refusal(refused, verdicts[refused]))
+
+
+def _refusal(namespace: str, verdict: Verdict) -> AllocationResult:
+    status = (
+        AllocationStatus.EXHAUSTED
+        if verdict.scope == "global"
+        else AllocationStatus.NAMESPACE_QUOTA_EXCEEDED
+    )
+    return AllocationResult(
+        status, namespace, verdict.scope, verdict.in_use, verdict.limit, verdict.position
+    )
+
+
+def waiter_scope(plan: Plan, namespace: str) -> Scope:
+    """What a waiter is recorded as waiting for in `namespace`."""
+    verdict = plan.verdicts.get(namespace)
+    return verdict.scope if verdict is not None and verdict.scope else "other"
+
+
+def effective_quota(
+    sources: Mapping[QuotaSource, int], claim_default: int | None = None
+) -> tuple[int | None, QuotaSource | None]:
+    """operator ?? config ?? plugin ?? the claim's default ?? a stored default."""
+    for source in QUOTA_SOURCES[:3]:
+        if source in sources:
+            return sources[source], source
+    if claim_default is not None:
+        return claim_default, "default"
+    if "default" in sources:
+        return sources["default"], "default"
+    return None, None

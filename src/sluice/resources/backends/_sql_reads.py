@@ -1,0 +1,164 @@
+"""Reads of the SQL resource backend, inside a transaction the caller holds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sluice.resources.admission import (
+    Ask,
+    NamespaceState,
+    Usage,
+    effective_quota,
+    next_in_line,
+)
+from sluice.resources.backends._shared import WaiterRecord, build_snapshot
+from sluice.resources.backends._sql_rows import ALL, SOURCE_COLUMNS, H, Q, U, W
+from sluice.resources.backends.base import NamespaceUsage
+from sluice.resources.models import HolderInfo, NamespaceSnapshot, QuotaSource, Scope
+
+
+async def load_sources(
+    conn: AsyncConnection, namespaces: Sequence[str] | None
+) -> dict[str, dict[QuotaSource, int]]:
+    query = sa.select(Q)
+    if namespaces is not None:
+        query = query.where(Q.c.namespace.in_(namespaces))
+    rows = (await conn.execute(query)).mappings()
+    return {
+        row["namespace"]: {s: row[c] for s, c in SOURCE_COLUMNS.items() if row[c] is not None}
+        for row in rows
+    }
+
+
+@dataclass
+class Loaded:
+    """One transaction's view of the claimed namespaces, for the admission rule."""
+
+    states: dict[str, NamespaceState]
+    mine: dict[str, WaiterRecord]
+    """The asker's own live waiter entries."""
+    lapsed_waiters: bool
+
+
+async def load_states(
+    conn: AsyncConnection, quotas: Mapping[str, int], token: str, now: float
+) -> Loaded:
+    names = list(quotas)
+    held_query = sa.select(H.c.namespace).where(H.c.token == token, H.c.namespace.in_(names))
+    held = set((await conn.execute(held_query)).scalars())
+    usage = await _load_usage(conn, names)
+    waiters = await load_waiters(conn, names)
+    loaded = Loaded({}, {}, lapsed_waiters=False)
+    for ns, quota in quotas.items():
+        live = [w for w in waiters.get(ns, ()) if w.expires_at > now]
+        loaded.lapsed_waiters |= len(live) < len(waiters.get(ns, ()))
+        mine = next((w for w in live if w.ask.token == token), None)
+        others = tuple(w.ask for w in live if w.ask.token != token)
+        since = mine.ask.since if mine else None
+        loaded.states[ns] = NamespaceState(ns, quota, usage[ns], others, ns in held, since)
+        if mine is not None:
+            loaded.mine[ns] = mine
+    return loaded
+
+
+async def any_lapsed(conn: AsyncConnection, names: Sequence[str], now: float) -> bool:
+    """Whether a lease in these namespaces has lapsed (and awaits reclaiming)."""
+    query = sa.select(H.c.token).where(H.c.namespace.in_(names), H.c.lease_expires_at <= now)
+    return (await conn.execute(query.limit(1))).first() is not None
+
+
+async def _load_usage(conn: AsyncConnection, names: Sequence[str]) -> dict[str, Usage]:
+    usage = {ns: Usage() for ns in names}
+    rows = await conn.execute(sa.select(U).where(U.c.namespace.in_(names)))
+    for ns, project, domain, in_use in rows:
+        if project == ALL:
+            usage[ns].total = in_use
+        elif domain == ALL:
+            usage[ns].by_project[project] = in_use
+        else:
+            usage[ns].by_domain[(project, domain)] = in_use
+    return usage
+
+
+async def load_waiters(
+    conn: AsyncConnection, names: Sequence[str] | None, live_at: float | None = None
+) -> dict[str, list[WaiterRecord]]:
+    query = sa.select(W)
+    if names is not None:
+        query = query.where(W.c.namespace.in_(names))
+    if live_at is not None:
+        query = query.where(W.c.expires_at > live_at)
+    waiters: dict[str, list[WaiterRecord]] = {}
+    for row in (await conn.execute(query)).mappings():
+        waiters.setdefault(row["namespace"], []).append(_waiter(row))
+    return waiters
+
+
+def _waiter(row: sa.RowMapping) -> WaiterRecord:
+    ask = Ask(
+        row["token"],
+        row["project"],
+        row["domain"],
+        row["units"],
+        row["project_cap"],
+        row["domain_cap"],
+        row["priority"],
+        row["first_requested_at"],
+    )
+    scope: Scope = row["blocking_scope"]
+    return WaiterRecord(ask, row["execution_id"], row["node_id"], row["expires_at"], scope)
+
+
+async def lapsed_namespaces(conn: AsyncConnection, now: float) -> set[str]:
+    """Namespaces with a lapsed lease or waiter (both found through their expiry index)."""
+    holders = sa.select(H.c.namespace).where(H.c.lease_expires_at <= now)
+    waiters = sa.select(W.c.namespace).where(W.c.expires_at <= now)
+    return set((await conn.execute(sa.union(holders, waiters))).scalars())
+
+
+async def usage_with_ready(
+    conn: AsyncConnection, names: Sequence[str], now: float
+) -> tuple[NamespaceUsage, ...]:
+    """In-use units, live waiters, and the waiters now ready, of each namespace."""
+    sources = await load_sources(conn, names)
+    usage = await _load_usage(conn, names)
+    waiters = await load_waiters(conn, names, live_at=now)
+    result = []
+    for ns in sorted(names):
+        asks = [w.ask for w in waiters.get(ns, ())]
+        quota = effective_quota(sources.get(ns, {}))[0]
+        ready = next_in_line(quota, usage[ns], asks) if asks else None
+        result.append(NamespaceUsage(ns, usage[ns].total, len(asks), ready))
+    return tuple(result)
+
+
+async def read_snapshot(
+    conn: AsyncConnection, namespace: str | None, now: float
+) -> list[NamespaceSnapshot]:
+    names = None if namespace is None else [namespace]
+    sources = await load_sources(conn, names)
+    query = sa.select(H) if names is None else sa.select(H).where(H.c.namespace.in_(names))
+    holders: dict[str, list[HolderInfo]] = {}
+    for row in (await conn.execute(query)).mappings():
+        holders.setdefault(row["namespace"], []).append(
+            HolderInfo(
+                row["token"],
+                row["project"],
+                row["domain"],
+                row["execution_id"],
+                row["node_id"],
+                row["units"],
+                row["granted_at"],
+                row["lease_expires_at"],
+            )
+        )
+    waiters = await load_waiters(conn, names, live_at=now)
+    every = sorted(set(sources) | set(holders) | set(waiters))
+    return [
+        build_snapshot(ns, sources.get(ns, {}), holders.get(ns, ()), waiters.get(ns, ()))
+        for ns in every
+    ]

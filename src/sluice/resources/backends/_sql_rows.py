@@ -1,0 +1,269 @@
+"""Changes made by the SQL resource backend, inside a transaction the caller holds (and, on
+PostgreSQL, after it locked the namespaces involved)."""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sluice.resources.admission import Plan, waiter_scope
+from sluice.resources.backends._shared import WaiterRecord, waiter_records
+from sluice.resources.backends.base import AllocationRequest
+from sluice.resources.models import Claim, QuotaSource
+from sluice.store import schema
+
+if TYPE_CHECKING:
+    from sluice.resources.backends._sql_reads import Loaded
+
+H, W = schema.resource_holders, schema.resource_waiters
+Q, U = schema.resource_quotas, schema.resource_usage
+ALL = ""  # project and domain of a namespace's global counter row
+_LOCK_CLASS = 0x5175  # first key of our advisory locks, apart from other subsystems' ones
+SOURCE_COLUMNS: dict[QuotaSource, str] = {
+    "operator": "operator_quota",
+    "config": "config_quota",
+    "plugin": "plugin_quota",
+    "default": "default_quota",
+}
+ScopeKey = tuple[str, str, str]  # namespace, project, domain
+
+
+def _insert(conn: AsyncConnection, table: sa.Table) -> Any:
+    module = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return module.insert(table)
+
+
+async def lock_namespaces(conn: AsyncConnection, namespaces: Iterable[str]) -> None:
+    """Serialise transactions on the same namespaces. SQLite needs nothing: every write
+    transaction is BEGIN IMMEDIATE. PostgreSQL takes transaction advisory locks in one global
+    order (by key), so two multi-namespace claims never deadlock."""
+    if conn.dialect.name != "postgresql":
+        return
+    for key in sorted({zlib.crc32(ns.encode()) - 2**31 for ns in namespaces}):
+        await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_LOCK_CLASS, key)))
+
+
+async def reclaim_holders(conn: AsyncConnection, namespaces: Sequence[str], now: float) -> set[str]:
+    """Drop lapsed holders, uncounting their units; where any was."""
+    gone = await conn.execute(
+        sa.delete(H)
+        .where(H.c.namespace.in_(namespaces), H.c.lease_expires_at <= now)
+        .returning(H.c.namespace, H.c.project, H.c.domain, H.c.units)
+    )
+    lapsed = [(ns, p, d, -units) for ns, p, d, units in gone]
+    await count_units(conn, lapsed)
+    return {row[0] for row in lapsed}
+
+
+async def reclaim_waiters(conn: AsyncConnection, namespaces: Sequence[str], now: float) -> set[str]:
+    """Drop lapsed waiter entries; where any was."""
+    gone = await conn.execute(
+        sa.delete(W)
+        .where(W.c.namespace.in_(namespaces), W.c.expires_at <= now)
+        .returning(W.c.namespace)
+    )
+    return set(gone.scalars())
+
+
+async def reclaim(conn: AsyncConnection, namespaces: Sequence[str], now: float) -> set[str]:
+    """Drop lapsed holders and waiters; where any was."""
+    return await reclaim_holders(conn, namespaces, now) | await reclaim_waiters(
+        conn, namespaces, now
+    )
+
+
+async def count_units(conn: AsyncConnection, changes: Iterable[tuple[str, str, str, int]]) -> None:
+    """Add each (namespace, project, domain, units) to its three scope counters."""
+    deltas: Counter[ScopeKey] = Counter()
+    for ns, project, domain, units in changes:
+        for key in ((ns, ALL, ALL), (ns, project, ALL), (ns, project, domain)):
+            deltas[key] += units
+    if not deltas:
+        return
+    insert = _insert(conn, U)
+    await conn.execute(
+        insert.on_conflict_do_update(
+            index_elements=[U.c.namespace, U.c.project, U.c.domain],
+            set_={"in_use": U.c.in_use + insert.excluded.in_use},
+        ),
+        [
+            {"namespace": n, "project": p, "domain": d, "in_use": v}
+            for (n, p, d), v in deltas.items()
+        ],
+    )
+    # Rows at zero go, so thousands of short-lived lock names leave nothing behind.
+    touched = sorted({key[0] for key, units in deltas.items() if units < 0})
+    if touched:
+        await conn.execute(sa.delete(U).where(U.c.namespace.in_(touched), U.c.in_use <= 0))
+
+
+def waiter_row(namespace: str, record: WaiterRecord) -> dict[str, Any]:
+    ask = record.ask
+    return {
+        "namespace": namespace,
+        "token": ask.token,
+        "project": ask.project,
+        "domain": ask.domain,
+        "execution_id": record.execution_id,
+        "node_id": record.node_id,
+        "units": ask.units,
+        "priority": ask.priority,
+        "project_cap": ask.project_cap,
+        "domain_cap": ask.domain_cap,
+        "first_requested_at": ask.since,
+        "expires_at": record.expires_at,
+        "blocking_scope": record.blocking_scope,
+    }
+
+
+async def insert_holders(
+    conn: AsyncConnection, request: AllocationRequest, claims: Sequence[Claim]
+) -> None:
+    holder, expiry = request.holder, request.now + request.lease
+    if claims:
+        await conn.execute(
+            H.insert(),
+            [
+                {
+                    "namespace": c.namespace,
+                    "token": request.token,
+                    "project": holder.project,
+                    "domain": holder.domain,
+                    "execution_id": holder.execution_id,
+                    "node_id": holder.node_id,
+                    "units": c.units,
+                    "granted_at": request.now,
+                    "lease_expires_at": expiry,
+                }
+                for c in claims
+            ],
+        )
+
+
+async def drop_waiter_entries(conn: AsyncConnection, token: str, namespaces: Sequence[str]) -> None:
+    await conn.execute(sa.delete(W).where(W.c.token == token, W.c.namespace.in_(namespaces)))
+
+
+async def upsert_waiters(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    insert = _insert(conn, W)
+    updated = {c: getattr(insert.excluded, c) for c in rows[0] if c not in ("namespace", "token")}
+    await conn.execute(
+        insert.on_conflict_do_update(index_elements=[W.c.namespace, W.c.token], set_=updated),
+        list(rows),
+    )
+
+
+async def extend_leases(
+    conn: AsyncConnection, token: str, namespaces: Sequence[str], now: float, lease: float
+) -> set[str]:
+    """Push the token's live leases (and waiter entries) to now + lease; where it holds."""
+    if not namespaces:
+        return set()
+    held = await conn.execute(
+        sa.update(H)
+        .where(H.c.token == token, H.c.namespace.in_(namespaces), H.c.lease_expires_at > now)
+        .values(lease_expires_at=now + lease)
+        .returning(H.c.namespace)
+    )
+    await conn.execute(
+        sa.update(W)
+        .where(W.c.token == token, W.c.namespace.in_(namespaces), W.c.expires_at > now)
+        .values(expires_at=now + lease)
+    )
+    return set(held.scalars())
+
+
+async def drop_token(conn: AsyncConnection, token: str, namespaces: Sequence[str]) -> set[str]:
+    """Delete the token's holders (uncounting them) and waiter entries; where any was."""
+    gone = list(
+        await conn.execute(
+            sa.delete(H)
+            .where(H.c.token == token, H.c.namespace.in_(namespaces))
+            .returning(H.c.namespace, H.c.project, H.c.domain, H.c.units)
+        )
+    )
+    await count_units(conn, [(ns, p, d, -units) for ns, p, d, units in gone])
+    left = await conn.execute(
+        sa.delete(W)
+        .where(W.c.token == token, W.c.namespace.in_(namespaces))
+        .returning(W.c.namespace)
+    )
+    return {row[0] for row in gone} | set(left.scalars())
+
+
+async def forget_empty(conn: AsyncConnection, namespaces: Sequence[str]) -> None:
+    """Delete quota rows holding only a claim's default where nothing is held or waiting."""
+    await conn.execute(
+        sa.delete(Q).where(
+            Q.c.namespace.in_(namespaces),
+            Q.c.operator_quota.is_(None),
+            Q.c.config_quota.is_(None),
+            Q.c.plugin_quota.is_(None),
+            ~sa.exists().where(H.c.namespace == Q.c.namespace),
+            ~sa.exists().where(W.c.namespace == Q.c.namespace),
+        )
+    )
+
+
+async def store_quotas(
+    conn: AsyncConnection, source: QuotaSource, quotas: Mapping[str, int | None], now: float
+) -> None:
+    column = SOURCE_COLUMNS[source]
+    rows = [{"namespace": ns, column: q, "updated_at": now} for ns, q in quotas.items()]
+    if not rows:
+        return
+    insert = _insert(conn, Q)
+    await conn.execute(
+        insert.on_conflict_do_update(
+            index_elements=[Q.c.namespace],
+            set_={
+                column: getattr(insert.excluded, column),
+                "updated_at": insert.excluded.updated_at,
+            },
+        ),
+        rows,
+    )
+
+
+def defaults_to_store(
+    request: AllocationRequest, sources: Mapping[str, Mapping[QuotaSource, int]]
+) -> dict[str, int | None]:
+    return {
+        c.namespace: c.default_quota
+        for c in request.claims
+        if c.default_quota is not None
+        and sources.get(c.namespace, {}).get("default") != c.default_quota
+    }
+
+
+def waiters_to_write(
+    request: AllocationRequest, plan: Plan, loaded: Loaded
+) -> list[tuple[str, WaiterRecord]]:
+    """The waiter entries a refusal must write. An unchanged entry with half its lease left
+    is kept as it is, so a waiter asking again and again writes nothing."""
+    scopes = {ns: waiter_scope(plan, ns) for ns in loaded.states}
+    fresh_until = request.now + request.lease / 2
+    return [
+        (ns, record)
+        for ns, record in waiter_records(request, plan, loaded.states, scopes)
+        if not same_waiter(loaded.mine.get(ns), record, fresh_until)
+    ]
+
+
+def same_waiter(stored: WaiterRecord | None, wanted: WaiterRecord, fresh_until: float) -> bool:
+    if stored is None or stored.expires_at < fresh_until:
+        return False
+    return (stored.ask, stored.blocking_scope, stored.execution_id, stored.node_id) == (
+        wanted.ask,
+        wanted.blocking_scope,
+        wanted.execution_id,
+        wanted.node_id,
+    )

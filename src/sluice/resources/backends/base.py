@@ -1,0 +1,142 @@
+"""The storage seam of the resource manager: a few atomic primitives, no policy.
+
+A backend stores quotas, holders (with leases), waiters and per-scope usage counters, and
+decides allocations by the rule in `sluice.resources.admission`, atomically. Times are
+seconds since the epoch as float and always come from the caller (the policy's clock), so a
+backend never reads a clock. Driver errors leave a backend only as BackendUnavailableError
+(or StoreError from the store's database), translated once at its boundary.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from sluice.resources.models import (
+    AllocationResult,
+    Claim,
+    Holder,
+    NamespaceSnapshot,
+    QuotaSource,
+)
+
+WakeCallback = Callable[[str, tuple[str, ...] | None], None]
+"""callback(namespace, ready): room may have appeared in `namespace`; `ready` lists the
+waiting tokens that would now be granted, in rank order (None: nobody waits there, or it is
+not known, so anyone may ask)."""
+WAKE_CHANNEL = "resources"
+"""Name of the cross-process wake-up channel (prefixed per backend)."""
+
+
+@dataclass(frozen=True)
+class AllocationRequest:
+    """One token claiming several namespaces at once; validated by the policy."""
+
+    token: str
+    claims: tuple[Claim, ...]
+    holder: Holder
+    now: float
+    lease: float
+    asked_before: bool = False
+    """A hint: this process saw the token refused, and no wake-up named it ready since, so
+    it most likely waits on. A backend may use it to answer a repeated refusal cheaply."""
+
+
+@dataclass(frozen=True)
+class NamespaceUsage:
+    """Units in use and number of waiters of a namespace right after an operation."""
+
+    namespace: str
+    in_use: int
+    waiters: int
+    ready: tuple[str, ...] | None = None
+    """After a release or a sweep: the waiters that would now be granted (see WakeCallback)."""
+
+
+@dataclass(frozen=True)
+class AllocationOutcome:
+    result: AllocationResult
+    waited_since: float | None = None
+    """On a grant after refusals: when the token was first refused."""
+    usage: tuple[NamespaceUsage, ...] = ()
+    reclaimed: tuple[str, ...] = ()
+    """Namespaces where lapsed leases were reclaimed on the way (their waiters may now fit)."""
+
+
+class ResourceBackend(abc.ABC):
+    """Atomic token bookkeeping for the resource manager."""
+
+    async def open(self) -> None:  # noqa: B027 - optional hook
+        """Connect; called once before any other method."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Disconnect and stop listening; idempotent."""
+
+    @abc.abstractmethod
+    async def allocate(self, request: AllocationRequest) -> AllocationOutcome:
+        """Claim every namespace of the request, all or nothing, in one atomic step.
+
+        First, with nothing written yet: a namespace with no stored quota and no
+        `default_quota` raises UnknownNamespaceError. Then, per namespace, lapsed leases and
+        waiters are reclaimed, and the claim is judged by `admission.plan_allocation`.
+
+        Granted: a holder is written for each namespace not yet held (units counted once per
+        scope), every lease of the token in these namespaces becomes `now + lease`, and the
+        token's waiter entries there are removed. A token already holding all the namespaces
+        is granted again without counting twice (idempotent). Refused: nothing new is held
+        (live leases the token already holds there are extended); the token is recorded as a
+        waiter in every namespace it does not hold, with the same first-refusal time
+        everywhere, and drops out about a lease after it stops asking (an unchanged entry
+        with over half its lease left need not be rewritten). The result names the first
+        refusing namespace in claim order, and the token's rank among its waiters.
+        """
+
+    @abc.abstractmethod
+    async def release(
+        self, token: str, namespaces: Sequence[str], now: float
+    ) -> tuple[NamespaceUsage, ...]:
+        """Drop the token's holders and waiter entries in `namespaces`, atomically.
+
+        Idempotent: an unknown token or namespace is a no-op. Returns every namespace where
+        units were freed or a waiter left, with the waiters now ready
+        (`admission.next_in_line`); other processes are woken with the same.
+        """
+
+    @abc.abstractmethod
+    async def renew(
+        self, token: str, namespaces: Sequence[str], now: float, lease: float
+    ) -> frozenset[str]:
+        """Extend to `now + lease` the token's live leases (and waiter entries) there.
+
+        A lease that lapsed (expiry <= now) is not revived, even before it is reclaimed.
+        Returns the namespaces where the token holds a live lease. Idempotent.
+        """
+
+    @abc.abstractmethod
+    async def sweep(self, now: float) -> tuple[NamespaceUsage, ...]:
+        """Reclaim every lapsed lease and drop every lapsed waiter, atomically per namespace.
+
+        Returns (and wakes other processes for) the namespaces where anything lapsed, with
+        their ready waiters. Also forgets namespaces left with nothing but a claim's default.
+        """
+
+    @abc.abstractmethod
+    async def set_quotas(
+        self, source: QuotaSource, quotas: Mapping[str, int | None], now: float
+    ) -> None:
+        """Store (or with None, clear) the `source` quota of each namespace; values are
+        validated by the policy. Held tokens are never revoked, even above a lower quota.
+        Other processes are woken for the namespaces whose quota changed (a higher quota
+        may make room); storing the same value again (every process start) wakes nobody."""
+
+    @abc.abstractmethod
+    async def snapshot(self, namespace: str | None, now: float) -> list[NamespaceSnapshot]:
+        """Read quotas, holders and ranked waiters of one namespace (or all), consistently.
+        Lapsed holders not yet reclaimed are shown; lapsed waiters are not."""
+
+    @abc.abstractmethod
+    def listen(self, callback: WakeCallback) -> Callable[[], None]:
+        """Call `callback(namespace, ready)` when another backend instance (another process)
+        frees room in a namespace. Events caused through this instance are not delivered: the
+        policy wakes its own subscribers. Returns a function that stops the delivery."""

@@ -1,0 +1,110 @@
+-- Claim several namespaces for one token, all or nothing: the admission rule of
+-- sluice/resources/admission.py, step for step (keep the two in step).
+--
+-- ARGV[1] base key (see _common.lua)   ARGV[2] now        ARGV[3] now + lease
+-- ARGV[4] token                        ARGV[5] holder JSON {p, d, e, n, pr}
+-- ARGV[6] claims JSON [{ns, u, pc?, dc?, df?}] (units, caps, default quota)
+-- ARGV[7] origin of this backend instance, for wake-ups
+-- Returns JSON: {unknown = ns} with nothing written, or {status, ns, scope, in_use, limit,
+-- position, waited_since, usage = [{namespace, in_use, waiters}], reclaimed = [ns]}.
+
+local now_s, now, expiry_s = ARGV[2], tonumber(ARGV[2]), ARGV[3]
+local token, holder, claims = ARGV[4], cjson.decode(ARGV[5]), cjson.decode(ARGV[6])
+
+-- Live waiters of ns other than the asker (lapsed ones are dropped), and the asker's entry.
+local function load_waiters(ns)
+  local others, mine, dropped = {}, nil, false
+  for _, w in ipairs(load_waiter_entries(ns, now)) do
+    if w.lapsed then
+      dropped = drop_waiter(ns, w.t) or dropped
+    elseif w.t == token then
+      mine = w
+    else
+      others[#others + 1] = w
+    end
+  end
+  return others, mine, dropped
+end
+
+local function admit(state, ask)
+  local ahead = {}
+  for _, w in ipairs(state.waiters) do
+    if rank_less(w, ask) then ahead[#ahead + 1] = w end
+  end
+  table.sort(ahead, rank_less)
+  local room = new_room(state.quota, state.usage)
+  for _, w in ipairs(ahead) do
+    if room_full(room) then break end
+    reserve(room, w)
+  end
+  local verdict = judge(room, ask)
+  if verdict then verdict.position = #ahead + 1 end
+  return verdict
+end
+
+-- 1. Every namespace must have a quota; nothing is written before this check.
+local quotas = {}
+for i, c in ipairs(claims) do
+  quotas[i] = resolve_quota(c.ns, c.df)
+  if not quotas[i] then return cjson.encode({unknown = c.ns}) end
+end
+
+-- 2. Reclaim lapsed leases and waiters, read each namespace.
+local states, reclaimed, since_s = {}, {}, nil
+for i, c in ipairs(claims) do
+  local lapsed = reclaim_holders(c.ns, now)
+  local others, mine, dropped = load_waiters(c.ns)
+  if lapsed or dropped then reclaimed[#reclaimed + 1] = c.ns end
+  if mine and (not since_s or mine.sn < tonumber(since_s)) then since_s = mine.s end
+  states[i] = {quota = quotas[i], usage = load_usage(c.ns), waiters = others,
+               holding = redis.call('HEXISTS', key('holders', c.ns), token) == 1}
+end
+local waited_s = since_s
+since_s = since_s or now_s
+
+-- 3. Judge every claim not yet held; the first refusal in claim order is reported.
+local refusal, verdicts = nil, {}
+for i, c in ipairs(claims) do
+  if not states[i].holding then
+    local ask = {t = token, p = holder.p, d = holder.d, u = c.u, pc = c.pc, dc = c.dc,
+                 pr = holder.pr, sn = tonumber(since_s)}
+    verdicts[i] = admit(states[i], ask)
+    if verdicts[i] and not refusal then refusal = {ns = c.ns, v = verdicts[i]} end
+  end
+end
+
+-- 4. Apply: holders for all, or a waiter entry in every namespace not held.
+for i, c in ipairs(claims) do
+  if c.df then redis.call('HSET', key('quota', c.ns), 'default', c.df) end
+  redis.call('SADD', BASE .. ':namespaces', c.ns)
+  if states[i].holding then
+    extend_lease(c.ns, token, now, expiry_s)
+    if not refusal then drop_waiter(c.ns, token) end
+  elseif not refusal then
+    drop_waiter(c.ns, token)
+    redis.call('HSET', key('holders', c.ns), token, cjson.encode(
+      {p = holder.p, d = holder.d, e = holder.e, n = holder.n, u = c.u, g = now_s}))
+    set_lease(c.ns, token, expiry_s)
+    count_units(c.ns, holder.p, holder.d, c.u)
+  else
+    local scope = verdicts[i] and verdicts[i].scope or 'other'
+    redis.call('HSET', key('waiters', c.ns), token, cjson.encode(
+      {p = holder.p, d = holder.d, e = holder.e, n = holder.n, u = c.u, pr = holder.pr,
+       pc = c.pc, dc = c.dc, s = since_s, x = expiry_s, b = scope}))
+    redis.call('ZADD', BASE .. ':wlapse', expiry_s, member(c.ns, token))
+  end
+end
+local wake = {}
+for i, ns in ipairs(reclaimed) do wake[i] = {ns} end
+publish(ARGV[7], wake)
+
+local usage = {}
+for i, c in ipairs(claims) do usage[i] = usage_entry(c.ns) end
+local result = {usage = usage, reclaimed = reclaimed}
+if refusal then
+  result.status, result.ns, result.scope = 'refused', refusal.ns, refusal.v.scope
+  result.in_use, result.limit, result.position = refusal.v.in_use, refusal.v.limit, refusal.v.position
+else
+  result.status, result.waited_since = 'granted', waited_s
+end
+return cjson.encode(result)

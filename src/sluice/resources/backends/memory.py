@@ -1,0 +1,235 @@
+"""The in-process backend: all state in dicts behind one lock.
+
+A real backend (leases, waiters, per-scope counters, the fair admission rule) for tests and
+single-process use. Nothing is shared with other processes, so `listen` never fires.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sluice.resources.admission import (
+    NamespaceState,
+    Plan,
+    Usage,
+    effective_quota,
+    next_in_line,
+    plan_allocation,
+    waiter_scope,
+)
+from sluice.resources.backends._shared import (
+    WaiterRecord,
+    build_snapshot,
+    resolve_quota,
+    usage_after,
+    waiter_records,
+)
+from sluice.resources.backends.base import (
+    AllocationOutcome,
+    AllocationRequest,
+    NamespaceUsage,
+    ResourceBackend,
+    WakeCallback,
+)
+from sluice.resources.models import HolderInfo, NamespaceSnapshot, QuotaSource
+
+
+@dataclass
+class _Namespace:
+    quotas: dict[QuotaSource, int] = field(default_factory=dict)
+    holders: dict[str, HolderInfo] = field(default_factory=dict)
+    waiters: dict[str, WaiterRecord] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+
+    def forgettable(self) -> bool:
+        """Nothing held, nobody waiting, and no quota but a claim's default."""
+        return not self.holders and not self.waiters and set(self.quotas) <= {"default"}
+
+    def reclaim(self, now: float) -> bool:
+        """Drop lapsed leases and waiters; True if any was dropped."""
+        lapsed = [t for t, h in self.holders.items() if h.lease_expires_at <= now]
+        for token in lapsed:
+            self.drop_holder(token)
+        gone = [t for t, w in self.waiters.items() if w.expires_at <= now]
+        for token in gone:
+            del self.waiters[token]
+        return bool(lapsed or gone)
+
+    def drop_holder(self, token: str) -> bool:
+        holder = self.holders.pop(token, None)
+        if holder is not None:
+            self.usage.add(holder.project, holder.domain, -holder.units)
+        return holder is not None
+
+    def usage_now(self, namespace: str, now: float) -> NamespaceUsage:
+        live = [w.ask for w in self.waiters.values() if w.expires_at > now]
+        quota = effective_quota(self.quotas)[0]
+        ready = next_in_line(quota, self.usage, live) if live else None
+        return NamespaceUsage(namespace, self.usage.total, len(live), ready)
+
+
+class MemoryBackend(ResourceBackend):
+    """Resource bookkeeping in this process's memory (`memory://`)."""
+
+    def __init__(self) -> None:
+        self._namespaces: dict[str, _Namespace] = {}
+        # Operations never await inside, so asyncio alone would serialise them; the lock
+        # keeps the backend safe when it is shared with other threads.
+        self._lock = threading.Lock()
+
+    async def allocate(self, request: AllocationRequest) -> AllocationOutcome:
+        with self._lock:
+            return self._allocate(request)
+
+    def _allocate(self, request: AllocationRequest) -> AllocationOutcome:
+        quotas = {
+            c.namespace: resolve_quota(c, self._quotas_of(c.namespace)) for c in request.claims
+        }
+        reclaimed = tuple(ns for ns in quotas if self._entry(ns).reclaim(request.now))
+        states = {ns: self._state(ns, quota, request.token) for ns, quota in quotas.items()}
+        plan = plan_allocation(request.token, request.claims, request.holder, request.now, states)
+        usage = usage_after(request, plan, states)
+        if plan.granted:
+            self._grant(request)
+        else:
+            self._wait(request, plan, states)
+        waited = plan.waited_since if plan.granted else None
+        return AllocationOutcome(plan.result, waited, usage, reclaimed)
+
+    def _quotas_of(self, namespace: str) -> Mapping[QuotaSource, int]:
+        entry = self._namespaces.get(namespace)
+        return entry.quotas if entry is not None else {}
+
+    def _entry(self, namespace: str) -> _Namespace:
+        return self._namespaces.setdefault(namespace, _Namespace())
+
+    def _state(self, namespace: str, quota: int, token: str) -> NamespaceState:
+        entry = self._entry(namespace)
+        mine = entry.waiters.get(token)
+        return NamespaceState(
+            namespace,
+            quota,
+            entry.usage,
+            tuple(w.ask for t, w in entry.waiters.items() if t != token),
+            holding=token in entry.holders,
+            asker_since=mine.ask.since if mine else None,
+        )
+
+    def _grant(self, request: AllocationRequest) -> None:
+        holder, expiry = request.holder, request.now + request.lease
+        for claim in request.claims:
+            entry = self._entry(claim.namespace)
+            entry.waiters.pop(request.token, None)
+            self._remember_default(entry, claim.default_quota)
+            held = entry.holders.get(request.token)
+            if held is not None:
+                entry.holders[request.token] = dataclasses.replace(held, lease_expires_at=expiry)
+                continue
+            entry.holders[request.token] = HolderInfo(
+                request.token,
+                holder.project,
+                holder.domain,
+                holder.execution_id,
+                holder.node_id,
+                claim.units,
+                request.now,
+                expiry,
+            )
+            entry.usage.add(holder.project, holder.domain, claim.units)
+
+    def _wait(
+        self, request: AllocationRequest, plan: Plan, states: Mapping[str, NamespaceState]
+    ) -> None:
+        scopes = {ns: waiter_scope(plan, ns) for ns in states}
+        for namespace, record in waiter_records(request, plan, states, scopes):
+            self._entry(namespace).waiters[request.token] = record
+        for claim in request.claims:
+            entry = self._entry(claim.namespace)
+            self._remember_default(entry, claim.default_quota)
+            self._extend(entry, request.token, request.now, request.lease)
+
+    @staticmethod
+    def _remember_default(entry: _Namespace, default: int | None) -> None:
+        if default is not None:
+            entry.quotas["default"] = default
+
+    @staticmethod
+    def _extend(entry: _Namespace, token: str, now: float, lease: float) -> bool:
+        held = entry.holders.get(token)
+        if held is None or held.lease_expires_at <= now:
+            return False
+        entry.holders[token] = dataclasses.replace(held, lease_expires_at=now + lease)
+        return True
+
+    async def release(
+        self, token: str, namespaces: Sequence[str], now: float
+    ) -> tuple[NamespaceUsage, ...]:
+        with self._lock:
+            changed = []
+            for namespace in dict.fromkeys(namespaces):
+                entry = self._namespaces.get(namespace)
+                if entry is None:
+                    continue
+                freed = entry.drop_holder(token)
+                if entry.waiters.pop(token, None) is not None or freed:
+                    changed.append(entry.usage_now(namespace, now))
+                self._forget_if_empty(namespace)
+            return tuple(changed)
+
+    async def renew(
+        self, token: str, namespaces: Sequence[str], now: float, lease: float
+    ) -> frozenset[str]:
+        with self._lock:
+            held = set()
+            for namespace in namespaces:
+                entry = self._namespaces.get(namespace)
+                if entry is None:
+                    continue
+                if self._extend(entry, token, now, lease):
+                    held.add(namespace)
+                waiter = entry.waiters.get(token)
+                if waiter is not None and waiter.expires_at > now:
+                    entry.waiters[token] = dataclasses.replace(waiter, expires_at=now + lease)
+            return frozenset(held)
+
+    async def sweep(self, now: float) -> tuple[NamespaceUsage, ...]:
+        with self._lock:
+            changed = []
+            for namespace, entry in list(self._namespaces.items()):
+                if entry.reclaim(now):
+                    changed.append(entry.usage_now(namespace, now))
+                self._forget_if_empty(namespace)
+            return tuple(changed)
+
+    def _forget_if_empty(self, namespace: str) -> None:
+        entry = self._namespaces.get(namespace)
+        if entry is not None and entry.forgettable():
+            del self._namespaces[namespace]
+
+    async def set_quotas(
+        self, source: QuotaSource, quotas: Mapping[str, int | None], now: float
+    ) -> None:
+        with self._lock:
+            for namespace, quota in quotas.items():
+                entry = self._entry(namespace)
+                if quota is None:
+                    entry.quotas.pop(source, None)
+                    self._forget_if_empty(namespace)
+                else:
+                    entry.quotas[source] = quota
+
+    async def snapshot(self, namespace: str | None, now: float) -> list[NamespaceSnapshot]:
+        with self._lock:
+            names = sorted(self._namespaces) if namespace is None else [namespace]
+            return [self._snapshot(name, now) for name in names if name in self._namespaces]
+
+    def _snapshot(self, namespace: str, now: float) -> NamespaceSnapshot:
+        entry = self._namespaces[namespace]
+        live = [w for w in entry.waiters.values() if w.expires_at > now]
+        return build_snapshot(namespace, entry.quotas, entry.holders.values(), live)
+
+    def listen(self, callback: WakeCallback) -> Callable[[], None]:
+        return lambda: None

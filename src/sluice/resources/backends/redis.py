@@ -1,0 +1,298 @@
+"""The Redis backend: one Lua script per operation (`lua/*.lua`), so every operation is one
+atomic step on the server, never a check and an act across round trips.
+
+All keys live under `<prefix>:{resources}`: the hash tag puts them in one cluster slot, which a
+claim on several namespaces needs. Wake-ups are published by the scripts themselves on
+`<prefix>:{resources}:wake` and received here through pub/sub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from importlib import resources as package_files
+from typing import Any
+
+from sluice.errors import BackendUnavailableError, MissingDependencyError, UnknownNamespaceError
+from sluice.resources.admission import Ask
+from sluice.resources.backends._shared import WaiterRecord, build_snapshot
+from sluice.resources.backends.base import (
+    AllocationOutcome,
+    AllocationRequest,
+    NamespaceUsage,
+    ResourceBackend,
+    WakeCallback,
+)
+from sluice.resources.models import (
+    AllocationResult,
+    AllocationStatus,
+    HolderInfo,
+    NamespaceSnapshot,
+    QuotaSource,
+)
+
+log = logging.getLogger(__name__)
+_SCRIPTS = ("allocate", "release", "renew", "sweep", "set_quotas", "snapshot")
+_PRELUDES = ("_common", "_writes", "_admission")
+_RETRY_PAUSE = 1.0
+
+
+def _import_redis() -> Any:
+    try:
+        import redis.asyncio as aioredis
+    except ImportError:
+        raise MissingDependencyError(
+            "the redis:// resource backend needs the redis driver: pip install 'sluice[redis]'"
+        ) from None
+    return aioredis
+
+
+def _lua(name: str) -> str:
+    return package_files.files("sluice.resources.backends").joinpath(f"lua/{name}.lua").read_text()
+
+
+@contextlib.asynccontextmanager
+async def _translated(url: str) -> AsyncIterator[None]:
+    """The one place where redis errors become sluice errors."""
+    from redis.exceptions import RedisError
+
+    try:
+        yield
+    except (RedisError, OSError) as exc:
+        raise BackendUnavailableError(f"redis resource backend {url}: {exc}") from exc
+
+
+class RedisBackend(ResourceBackend):
+    """Resource bookkeeping in Redis (`redis://host:port/db`)."""
+
+    def __init__(self, url: str, *, key_prefix: str = "sluice") -> None:
+        self._module = _import_redis()
+        self._url = url
+        self._base = f"{key_prefix}:{{resources}}"
+        self._origin = uuid.uuid4().hex
+        self._client: Any = None
+        self._scripts: dict[str, Any] = {}
+        self._callbacks: list[WakeCallback] = []
+        self._pubsub: Any = None
+        self._in_flight: set[asyncio.Future[Any]] = set()
+        self._listener: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        self._client = self._module.Redis.from_url(self._url, decode_responses=True)
+        prelude = "\n".join(_lua(name) for name in _PRELUDES)
+        self._scripts = {
+            name: self._client.register_script(f"{prelude}\n{_lua(name)}") for name in _SCRIPTS
+        }
+        try:
+            async with _translated(self._url):
+                await self._client.ping()
+                # Subscribed here, not in the listener task: a task cancelled while it
+                # subscribes leaves the pub/sub connection unable to close.
+                self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+                await self._pubsub.subscribe(f"{self._base}:wake")
+        except BaseException:
+            await self.close()
+            raise
+        self._listener = asyncio.create_task(self._listen(), name="sluice-resources-wake")
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+            self._listener = None
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+        if self._pubsub is not None:
+            await self._pubsub.aclose()
+            self._pubsub = None
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _run(self, script: str, *args: str | float) -> Any:
+        if self._client is None:
+            raise RuntimeError("RedisBackend used before open()")
+        # redis-py turns a cancellation in the middle of a command into a broken connection
+        # and a lost cancel; so the command runs to its end in a task of its own, and a
+        # cancelled caller only stops waiting for it (a lost grant lapses with its lease).
+        call = asyncio.ensure_future(self._scripts[script](args=[self._base, *args]))
+        self._in_flight.add(call)
+        call.add_done_callback(self._finished)
+        async with _translated(self._url):
+            raw = await asyncio.shield(call)
+        return json.loads(raw)
+
+    def _finished(self, call: asyncio.Future[Any]) -> None:
+        self._in_flight.discard(call)
+        if not call.cancelled():
+            call.exception()  # retrieved here when its caller stopped waiting
+
+    async def allocate(self, request: AllocationRequest) -> AllocationOutcome:
+        holder = request.holder
+        answer = await self._run(
+            "allocate",
+            repr(request.now),
+            repr(request.now + request.lease),  # times computed here keep full precision
+            request.token,
+            json.dumps(
+                {
+                    "p": holder.project,
+                    "d": holder.domain,
+                    "e": holder.execution_id,
+                    "n": holder.node_id,
+                    "pr": holder.priority,
+                }
+            ),
+            json.dumps([_claim_json(c) for c in request.claims]),
+            self._origin,
+        )
+        if "unknown" in answer:
+            raise UnknownNamespaceError(
+                f"unknown resource namespace {answer['unknown']!r}: no quota registered, "
+                "configured or set, and the claim brings no default"
+            )
+        return _outcome(answer)
+
+    async def release(
+        self, token: str, namespaces: Sequence[str], now: float
+    ) -> tuple[NamespaceUsage, ...]:
+        names = list(dict.fromkeys(namespaces))
+        answer = await self._run("release", token, json.dumps(names), self._origin, repr(now))
+        return _usage(answer)
+
+    async def renew(
+        self, token: str, namespaces: Sequence[str], now: float, lease: float
+    ) -> frozenset[str]:
+        names = json.dumps(list(namespaces))
+        return frozenset(
+            _list(await self._run("renew", token, names, repr(now), repr(now + lease)))
+        )
+
+    async def sweep(self, now: float) -> tuple[NamespaceUsage, ...]:
+        return _usage(await self._run("sweep", repr(now), self._origin))
+
+    async def set_quotas(
+        self, source: QuotaSource, quotas: Mapping[str, int | None], now: float
+    ) -> None:
+        if quotas:
+            entries = json.dumps([[ns, q or 0] for ns, q in quotas.items()])
+            await self._run("set_quotas", source, entries, self._origin)
+
+    async def snapshot(self, namespace: str | None, now: float) -> list[NamespaceSnapshot]:
+        answer = _list(await self._run("snapshot", namespace or "", repr(now)))
+        return sorted((_snapshot(entry) for entry in answer), key=lambda s: s.namespace)
+
+    def listen(self, callback: WakeCallback) -> Callable[[], None]:
+        self._callbacks.append(callback)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                self._callbacks.remove(callback)
+
+        return stop
+
+    async def _listen(self) -> None:
+        # Waiters still ask on their own while wake-ups are interrupted.
+        while True:
+            try:
+                await self._receive()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("resource wake-ups from redis interrupted: %s", exc)
+                await asyncio.sleep(_RETRY_PAUSE)
+
+    async def _receive(self) -> None:
+        # After a lost connection, redis-py reconnects and subscribes again on the next read.
+        while True:
+            message = await self._pubsub.get_message(timeout=_RETRY_PAUSE)
+            if message is not None:
+                self._deliver(str(message.get("data", "")))
+
+    def _deliver(self, payload: str) -> None:
+        try:
+            notice = json.loads(payload)
+        except ValueError:
+            log.warning("ignoring malformed resource wake-up %r", payload)
+            return
+        if notice.get("o") == self._origin:
+            return
+        for entry in _list(notice.get("w")):
+            ready = tuple(_list(entry[1])) if len(entry) > 1 else None
+            for callback in list(self._callbacks):
+                callback(entry[0], ready)
+
+
+def _claim_json(claim: Any) -> dict[str, Any]:
+    caps = claim.constraints
+    entry = {
+        "ns": claim.namespace,
+        "u": claim.units,
+        "df": claim.default_quota,
+        "pc": caps.project_scope if caps else None,
+        "dc": caps.namespace_scope if caps else None,
+    }
+    return {k: v for k, v in entry.items() if v is not None}
+
+
+def _list(value: Any) -> list[Any]:
+    """cjson encodes an empty Lua table as {}."""
+    return list(value) if isinstance(value, list) else []
+
+
+def _usage(answer: Any) -> tuple[NamespaceUsage, ...]:
+    return tuple(
+        NamespaceUsage(
+            u["namespace"],
+            int(u["in_use"]),
+            int(u["waiters"]),
+            tuple(_list(u["ready"])) if "ready" in u else None,
+        )
+        for u in _list(answer)
+    )
+
+
+def _outcome(answer: dict[str, Any]) -> AllocationOutcome:
+    usage, reclaimed = _usage(answer["usage"]), tuple(_list(answer.get("reclaimed")))
+    if answer["status"] == "granted":
+        waited = answer.get("waited_since")
+        result = AllocationResult(AllocationStatus.GRANTED)
+        return AllocationOutcome(result, float(waited) if waited else None, usage, reclaimed)
+    status = (
+        AllocationStatus.EXHAUSTED
+        if answer["scope"] == "global"
+        else AllocationStatus.NAMESPACE_QUOTA_EXCEEDED
+    )
+    result = AllocationResult(
+        status,
+        answer["ns"],
+        answer["scope"],
+        int(answer["in_use"]),
+        int(answer["limit"]),
+        int(answer["position"]),
+    )
+    return AllocationOutcome(result, None, usage, reclaimed)
+
+
+def _snapshot(entry: dict[str, Any]) -> NamespaceSnapshot:
+    quotas = entry["quotas"] if isinstance(entry["quotas"], dict) else {}
+    holders = [
+        HolderInfo(
+            h["t"], h["p"], h["d"], h["e"], h["n"], int(h["u"]), float(h["g"]), float(h["x"])
+        )
+        for h in _list(entry["holders"])
+    ]
+    waiters = [_waiter(w) for w in _list(entry["waiters"])]
+    return build_snapshot(entry["ns"], {k: int(v) for k, v in quotas.items()}, holders, waiters)
+
+
+def _waiter(w: dict[str, Any]) -> WaiterRecord:
+    ask = Ask(
+        w["t"], w["p"], w["d"], int(w["u"]), w.get("pc"), w.get("dc"), int(w["pr"]), float(w["s"])
+    )
+    return WaiterRecord(ask, w["e"], w["n"], float(w["x"]), w["b"])

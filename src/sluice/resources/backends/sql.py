@@ -1,0 +1,290 @@
+"""The SQL backend: SQLite (the embedded default, the store's own file) and PostgreSQL.
+
+Every operation is one transaction through the store's `Database`: BEGIN IMMEDIATE on SQLite,
+which serialises all writers of the file across processes; on PostgreSQL, transaction
+advisory locks on the namespaces involved, taken in one global order. Inside it, the
+admission rule runs in Python on rows read in that same transaction. Wake-ups go through the
+store's Notifier (LISTEN/NOTIFY on PostgreSQL, a polled table on SQLite), published inside
+the transaction so no process wakes before the change is visible; they name the waiters that
+would now be granted, so only their processes ask again.
+
+One shortcut: a waiter asking again on its own (not named ready by a wake-up) is answered
+from a plain read when that read shows it still refused and nothing to change, so that
+waiters polling on a timer never queue for the write lock. Any grant is decided in the write
+transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sluice.errors import BackendUnavailableError, StoreUnavailableError
+from sluice.resources.admission import NamespaceState, Plan, plan_allocation
+from sluice.resources.backends import _sql_reads as reads
+from sluice.resources.backends import _sql_rows as rows
+from sluice.resources.backends._shared import resolve_quota, usage_after
+from sluice.resources.backends._sql_reads import Loaded
+from sluice.resources.backends.base import (
+    WAKE_CHANNEL,
+    AllocationOutcome,
+    AllocationRequest,
+    NamespaceUsage,
+    ResourceBackend,
+    WakeCallback,
+)
+from sluice.resources.models import NamespaceSnapshot, QuotaSource
+from sluice.store.database import Database
+from sluice.store.notify import Notifier
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def _unavailable_as_backend_error() -> Iterator[None]:
+    """The store's database already translates driver errors; an unreachable one is, for the
+    resource manager, an unavailable backend like an unreachable Redis."""
+    try:
+        yield
+    except StoreUnavailableError as exc:
+        raise BackendUnavailableError(str(exc)) from exc
+
+
+class SqlBackend(ResourceBackend):
+    """Resource bookkeeping in the store's tables (`sqlite:///…`, `postgresql://…`).
+
+    Give `db` (and the store's `notifier`) to share the store's database, or `url` to open a
+    database (and a notifier) of its own. Open this backend before the store's notifier
+    starts: a started PostgreSQL notifier LISTENs on a new channel only at its next turn.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        db: Database | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
+        if (url is None) == (db is None):
+            raise ValueError("SqlBackend needs exactly one of url and db")
+        self._url, self._db, self._notifier = url, db, notifier
+        self._owns_db, self._owns_notifier = db is None, notifier is None
+        self._origin = uuid.uuid4().hex
+        self._callbacks: list[WakeCallback] = []
+        self._unsubscribe: Callable[[], None] | None = None
+
+    async def open(self) -> None:
+        if self._db is None:
+            assert self._url is not None
+            self._db = await Database.open(self._url)
+        if self._notifier is None:
+            self._notifier = Notifier(self._db, origin=f"resources-{self._origin}")
+        # Before start(): a PostgreSQL notifier LISTENs at once only on channels it knows.
+        self._unsubscribe = self._notifier.subscribe(WAKE_CHANNEL, self._on_notice)
+        if self._owns_notifier:
+            await self._notifier.start()
+
+    async def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._owns_notifier and self._notifier is not None:
+            await self._notifier.close()
+            self._notifier = None
+        if self._owns_db and self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self, namespaces: Sequence[str]) -> AsyncIterator[AsyncConnection]:
+        if self._db is None:
+            raise RuntimeError("SqlBackend used before open()")
+        with _unavailable_as_backend_error():
+            async with self._db.begin() as conn:
+                await rows.lock_namespaces(conn, namespaces)
+                yield conn
+
+    async def allocate(self, request: AllocationRequest) -> AllocationOutcome:
+        if request.asked_before:
+            refusal = await self._refusal_without_writes(request)
+            if refusal is not None:
+                return refusal
+        names = [c.namespace for c in request.claims]
+        async with self._transaction(names) as conn:
+            sources = await reads.load_sources(conn, names)
+            quotas = {
+                c.namespace: resolve_quota(c, sources.get(c.namespace, {})) for c in request.claims
+            }
+            reclaimed = await rows.reclaim_holders(conn, names, request.now)
+            loaded = await reads.load_states(conn, quotas, request.token, request.now)
+            if loaded.lapsed_waiters:
+                reclaimed |= await rows.reclaim_waiters(conn, names, request.now)
+            states = loaded.states
+            plan = plan_allocation(
+                request.token, request.claims, request.holder, request.now, states
+            )
+            if plan.granted:
+                await self._grant(conn, request, states)
+            else:
+                await self._wait(conn, request, plan, loaded)
+            await self._remember_defaults(conn, request, sources)
+            await self._publish(conn, [(ns, None) for ns in sorted(reclaimed)])
+        waited = plan.waited_since if plan.granted else None
+        usage = usage_after(request, plan, states)
+        return AllocationOutcome(plan.result, waited, usage, tuple(sorted(reclaimed)))
+
+    async def _refusal_without_writes(self, request: AllocationRequest) -> AllocationOutcome | None:
+        """A waiter asking again on its own (not named ready by a wake-up), with nothing to
+        reclaim, renew or record, is refused from a plain read, without the write lock. Any
+        other case, a grant included, returns None and goes through the write transaction,
+        which judges again. A stale read can only delay a waiter until its next ask."""
+        names = [c.namespace for c in request.claims]
+        loaded = await self._read_for_refusal(request, names)
+        if loaded is None:
+            return None
+        states = loaded.states
+        if loaded.lapsed_waiters or any(state.holding for state in states.values()):
+            return None
+        plan = plan_allocation(request.token, request.claims, request.holder, request.now, states)
+        if plan.granted or rows.waiters_to_write(request, plan, loaded):
+            return None
+        return AllocationOutcome(plan.result, None, usage_after(request, plan, states))
+
+    async def _read_for_refusal(
+        self, request: AllocationRequest, names: Sequence[str]
+    ) -> Loaded | None:
+        if self._db is None:
+            raise RuntimeError("SqlBackend used before open()")
+        with _unavailable_as_backend_error():
+            async with self._db.read() as conn:
+                sources = await reads.load_sources(conn, names)
+                quotas = {
+                    c.namespace: resolve_quota(c, sources.get(c.namespace, {}))
+                    for c in request.claims
+                }
+                if rows.defaults_to_store(request, sources):
+                    return None
+                if await reads.any_lapsed(conn, names, request.now):
+                    return None
+                return await reads.load_states(conn, quotas, request.token, request.now)
+
+    async def _grant(
+        self,
+        conn: AsyncConnection,
+        request: AllocationRequest,
+        states: Mapping[str, NamespaceState],
+    ) -> None:
+        holder, token = request.holder, request.token
+        held = [ns for ns, state in states.items() if state.holding]
+        await rows.extend_leases(conn, token, held, request.now, request.lease)
+        new = [c for c in request.claims if not states[c.namespace].holding]
+        await rows.insert_holders(conn, request, new)
+        await rows.count_units(
+            conn, [(c.namespace, holder.project, holder.domain, c.units) for c in new]
+        )
+        if any(state.asker_since is not None for state in states.values()):
+            await rows.drop_waiter_entries(conn, token, list(states))
+
+    async def _wait(
+        self, conn: AsyncConnection, request: AllocationRequest, plan: Plan, loaded: Loaded
+    ) -> None:
+        records = rows.waiters_to_write(request, plan, loaded)
+        await rows.upsert_waiters(conn, [rows.waiter_row(ns, r) for ns, r in records])
+        held = [ns for ns, state in loaded.states.items() if state.holding]
+        await rows.extend_leases(conn, request.token, held, request.now, request.lease)
+
+    @staticmethod
+    async def _remember_defaults(
+        conn: AsyncConnection,
+        request: AllocationRequest,
+        sources: Mapping[str, Mapping[QuotaSource, int]],
+    ) -> None:
+        changed = rows.defaults_to_store(request, sources)
+        await rows.store_quotas(conn, "default", changed, request.now)
+
+    async def release(
+        self, token: str, namespaces: Sequence[str], now: float
+    ) -> tuple[NamespaceUsage, ...]:
+        names = list(dict.fromkeys(namespaces))
+        async with self._transaction(names) as conn:
+            changed = sorted(await rows.drop_token(conn, token, names))
+            return await self._after_change(conn, changed, now)
+
+    async def _after_change(
+        self, conn: AsyncConnection, changed: Sequence[str], now: float
+    ) -> tuple[NamespaceUsage, ...]:
+        if not changed:
+            return ()
+        usage = await reads.usage_with_ready(conn, changed, now)
+        idle = [u.namespace for u in usage if u.in_use == 0 and u.waiters == 0]
+        if idle:
+            await rows.forget_empty(conn, idle)
+        await self._publish(conn, [(u.namespace, u.ready) for u in usage])
+        return usage
+
+    async def renew(
+        self, token: str, namespaces: Sequence[str], now: float, lease: float
+    ) -> frozenset[str]:
+        # Single-row updates guarded by `expiry > now` need no namespace lock: a concurrent
+        # reclaim re-checks the same condition and skips a lease renewed before it.
+        async with self._transaction(()) as conn:
+            return frozenset(await rows.extend_leases(conn, token, namespaces, now, lease))
+
+    async def sweep(self, now: float) -> tuple[NamespaceUsage, ...]:
+        async with self._transaction(()) as conn:
+            candidates = sorted(await reads.lapsed_namespaces(conn, now))
+            if not candidates:
+                return ()
+            await rows.lock_namespaces(conn, candidates)
+            changed = sorted(await rows.reclaim(conn, candidates, now))
+            return await self._after_change(conn, changed, now)
+
+    async def set_quotas(
+        self, source: QuotaSource, quotas: Mapping[str, int | None], now: float
+    ) -> None:
+        async with self._transaction(list(quotas)) as conn:
+            stored = await reads.load_sources(conn, list(quotas))
+            changed = {ns: q for ns, q in quotas.items() if stored.get(ns, {}).get(source) != q}
+            await rows.store_quotas(conn, source, changed, now)
+            await rows.forget_empty(conn, list(changed))
+            await self._publish(conn, [(ns, None) for ns in changed])
+
+    async def snapshot(self, namespace: str | None, now: float) -> list[NamespaceSnapshot]:
+        if self._db is None:
+            raise RuntimeError("SqlBackend used before open()")
+        with _unavailable_as_backend_error():
+            async with self._db.read() as conn:
+                return await reads.read_snapshot(conn, namespace, now)
+
+    async def _publish(
+        self, conn: AsyncConnection, wake: Sequence[tuple[str, tuple[str, ...] | None]]
+    ) -> None:
+        if wake and self._notifier is not None:
+            payload = json.dumps({"origin": self._origin, "wake": list(wake)})
+            await self._notifier.publish(conn, WAKE_CHANNEL, payload)
+
+    def _on_notice(self, payload: str) -> None:
+        try:
+            notice = json.loads(payload)
+        except ValueError:
+            log.warning("ignoring malformed resource wake-up %r", payload)
+            return
+        if notice.get("origin") == self._origin:
+            return
+        for namespace, ready in notice.get("wake", ()):
+            for callback in list(self._callbacks):
+                callback(namespace, None if ready is None else tuple(ready))
+
+    def listen(self, callback: WakeCallback) -> Callable[[], None]:
+        self._callbacks.append(callback)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                self._callbacks.remove(callback)
+
+        return stop

@@ -1,0 +1,286 @@
+"""The resource manager's policy over a storage backend.
+
+QuotaManager owns what is not bookkeeping: names and validation, where quotas come from
+(effective = operator ?? config ?? plugin ?? a lock claim's default), leases and the sweeper,
+wake-ups and metrics. The backend (`backends/`) does the atomic bookkeeping and applies the
+admission rule of `admission.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from sluice.clock import Clock
+from sluice.config import ResourcesConfig
+from sluice.errors import InvalidArgumentError, InvalidQuotaError
+from sluice.resources import validation as check
+from sluice.resources.backends import from_url
+from sluice.resources.backends.base import AllocationRequest, ResourceBackend
+from sluice.resources.metrics import ResourceMetrics
+from sluice.resources.models import (
+    AllocationResult,
+    Claim,
+    Holder,
+    NamespaceSnapshot,
+    ResourceManager,
+    ResourceRegistrar,
+)
+from sluice.resources.proxy import PluginRegistrar, TaskResourceManager
+from sluice.resources.wakeups import Subscriber, WakeUps
+from sluice.store.database import Database
+from sluice.store.notify import Notifier
+
+log = logging.getLogger(__name__)
+
+
+class QuotaManager:
+    """Token quotas shared by every process that uses the same backend."""
+
+    def __init__(
+        self,
+        backend: ResourceBackend,
+        *,
+        clock: Clock,
+        max_quota: int = 1000,
+        lease: float = 30.0,
+        config_quotas: Mapping[str, int] | None = None,
+        metrics: CollectorRegistry | None = None,
+        sweep_interval: float | None = None,
+    ) -> None:
+        if lease <= 0:
+            raise InvalidArgumentError(f"resources.lease must be > 0 seconds, got {lease!r}")
+        self._backend = backend
+        self._clock = clock
+        self._max_quota = max_quota
+        self._lease = float(lease)
+        # A lapsed lease is reclaimed at most a quarter lease late, even with no traffic.
+        self._sweep_interval = sweep_interval if sweep_interval is not None else lease / 4
+        self._config_quotas = check.check_quotas(config_quotas or {}, max_quota)
+        self._plugin_quotas: dict[str, int] = {}
+        self._metrics = ResourceMetrics(metrics)
+        self._wakeups = WakeUps()
+        self._pending: set[asyncio.Task[None]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._sweeping: asyncio.Future[None] | None = None
+        self._unlisten: Callable[[], None] | None = None
+        self._started = False
+
+    @classmethod
+    def from_config(
+        cls,
+        config: ResourcesConfig,
+        *,
+        store_db: Database | None,
+        clock: Clock,
+        metrics: CollectorRegistry | None = None,
+        notifier: Notifier | None = None,
+    ) -> QuotaManager:
+        """The manager for `config.url`; with no URL, the store's database (and notifier)."""
+        backend = from_url(
+            config.url, key_prefix=config.key_prefix, store_db=store_db, notifier=notifier
+        )
+        return cls(
+            backend,
+            clock=clock,
+            max_quota=config.max_quota,
+            lease=config.lease,
+            config_quotas=config.quotas,
+            metrics=metrics,
+        )
+
+    @property
+    def lease(self) -> float:
+        return self._lease
+
+    # Lifecycle.
+    async def start(self) -> None:
+        """Connect, store registered and configured quotas, start the sweeper and listener."""
+        if self._started:
+            return
+        await self._backend.open()
+        try:
+            await self._store_quotas()
+        except BaseException:
+            await self._backend.close()
+            raise
+        self._unlisten = self._backend.listen(self._wakeups.on_ready)
+        self._sweeper = asyncio.create_task(
+            self._sweep_forever(self._clock.now() + self._sweep_interval),
+            name="sluice-resources-sweep",
+        )
+        self._started = True
+
+    async def _store_quotas(self) -> None:
+        now = self._clock.now()
+        if self._plugin_quotas:
+            await self._backend.set_quotas("plugin", dict(self._plugin_quotas), now)
+        if self._config_quotas:
+            await self._backend.set_quotas("config", self._config_quotas, now)
+
+    async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
+        if self._sweeping is not None:
+            await self._sweeping
+            self._sweeping = None
+        await self._settle()
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
+        await self._backend.close()
+        self._started = False
+
+    async def __aenter__(self) -> QuotaManager:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # Quotas.
+    def registrar(self, plugin_id: str) -> ResourceRegistrar:
+        """The registrar a plugin gets at load: it declares `<plugin_id>:<namespace>`."""
+        return PluginRegistrar(self, check.check_namespace(plugin_id))
+
+    def register_plugin_quota(self, namespace: str, quota: int) -> None:
+        """Declare a plugin's quota (config and operator quotas win over it)."""
+        quota = check.check_quota(check.check_namespace(namespace), quota, self._max_quota)
+        known = self._plugin_quotas.get(namespace)
+        if known is not None and known != quota:
+            raise InvalidQuotaError(
+                f"namespace {namespace!r} is already registered with quota {known}, not {quota}"
+            )
+        self._plugin_quotas[namespace] = quota
+        if self._started:  # a plugin loaded late: store it before the next allocation
+            self._spawn(self._backend.set_quotas("plugin", {namespace: quota}, self._clock.now()))
+
+    async def set_quota(self, namespace: str, quota: int) -> None:
+        """The operator's quota, stored in the backend so every process uses it. Lowering it
+        never revokes held tokens: they run out, and only then do new claims fit."""
+        quota = check.check_quota(check.check_namespace(namespace), quota, self._max_quota)
+        await self._backend.set_quotas("operator", {namespace: quota}, self._clock.now())
+        self._wakeups.wake([namespace])
+
+    async def clear_quota(self, namespace: str) -> None:
+        """Drop the operator's quota; the configured or registered one applies again."""
+        await self._backend.set_quotas(
+            "operator", {check.check_namespace(namespace): None}, self._clock.now()
+        )
+        self._wakeups.wake([namespace])
+
+    # Tokens.
+    async def allocate(
+        self, token: str, claims: Sequence[Claim], holder: Holder
+    ) -> AllocationResult:
+        """Claim every namespace for `token` (already fully composed), all or nothing."""
+        request = AllocationRequest(
+            check.check_token(token),
+            check.check_claims(claims, self._max_quota),
+            check.check_holder(holder),
+            self._clock.now(),
+            self._lease,
+            asked_before=self._wakeups.expects_refusal(token),
+        )
+        await self._settle()
+        outcome = await self._backend.allocate(request)
+        self._metrics.allocated(request, outcome)
+        if outcome.result.granted:
+            self._wakeups.settled(request.token)
+        else:
+            self._wakeups.refused(request.token, request.now + self._lease)
+        self._wakeups.wake(outcome.reclaimed)
+        return outcome.result
+
+    async def release(self, token: str, namespaces: Sequence[str]) -> None:
+        """Give back the token's units (or stop waiting) there; unknown tokens are a no-op."""
+        names = check.check_namespaces(namespaces)
+        usage = await self._backend.release(check.check_token(token), names, self._clock.now())
+        self._wakeups.settled(token)
+        self._metrics.observe(usage)
+        self._wakeups.ready(usage)
+
+    async def renew(self, token: str, namespaces: Sequence[str]) -> frozenset[str]:
+        """Extend the token's live leases there by a lease; returns where it still holds."""
+        names = check.check_namespaces(namespaces)
+        return await self._backend.renew(
+            check.check_token(token), names, self._clock.now(), self._lease
+        )
+
+    async def sweep(self) -> tuple[str, ...]:
+        """Reclaim lapsed leases and waiters everywhere now; returns the namespaces touched."""
+        now = self._clock.now()
+        usage = await self._backend.sweep(now)
+        self._metrics.observe(usage)
+        self._wakeups.ready(usage)
+        self._wakeups.forget_lapsed(now)
+        return tuple(u.namespace for u in usage)
+
+    def for_task(self, plugin_id: str, holder: Holder) -> ResourceManager:
+        """The plugin-facing manager of one task execution."""
+        return TaskResourceManager(
+            self, check.check_namespace(plugin_id), check.check_holder(holder)
+        )
+
+    # Visibility.
+    async def describe(self, namespace: str | None = None) -> list[NamespaceSnapshot]:
+        """Quota and its source, units in use, holders and ranked waiters, per namespace."""
+        name = None if namespace is None else check.check_namespace(namespace)
+        return await self._backend.snapshot(name, self._clock.now())
+
+    async def explain(self, namespace: str, token: str) -> str:
+        """Why `token` waits in `namespace`, as a task's reason; "" if it does not wait."""
+        for snapshot in await self.describe(namespace):
+            waiter = next((w for w in snapshot.waiters if w.token == token), None)
+            if waiter is not None:
+                return AllocationResult.of_waiter(snapshot, waiter).reason()
+        return ""
+
+    # Wake-ups.
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call `callback(namespace)` when room may appear there for a claim of this process:
+        a release, a reclaimed lease or a raised quota, here or in another process. Where
+        waiters queue, only the processes whose waiters would now be granted are called;
+        where nobody queues, every process is. A hint: it may come more than once, and the
+        claim must still be asked for."""
+        return self._wakeups.subscribe(callback)
+
+    # Background work.
+    async def _sweep_forever(self, due: float) -> None:
+        # Due times count from start(), so a sweep is never skipped because this task began
+        # late or a sweep took long.
+        while True:
+            await self._clock.sleep(due - self._clock.now())
+            due = max(due + self._sweep_interval, self._clock.now())
+            # Shielded: close() cancels the loop, never a sweep halfway through its transaction.
+            self._sweeping = asyncio.ensure_future(self._sweep_once())
+            await asyncio.shield(self._sweeping)
+
+    async def _sweep_once(self) -> None:
+        try:
+            await self.sweep()
+        except Exception:
+            log.warning("resource sweep failed; retrying next interval", exc_info=True)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _settle(self) -> None:
+        if self._pending:
+            await asyncio.gather(*self._pending)

@@ -1,0 +1,253 @@
+"""Property test: the policy on the memory backend and a fake clock, against a plain model of
+holders, leases and waiters.
+
+The model does not re-run the admission rule; it checks what any correct manager must do:
+a grant never exceeds the quota or the project cap at that moment, nor overtakes the units
+of older uncapped waiters; a claim that fits with nobody older waiting is granted; refusals
+report true figures; and the books (holders, in use, ranked waiters) always match.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from sluice.clock import FakeClock
+from sluice.resources import (
+    AllocationResult,
+    AllocationStatus,
+    Claim,
+    Holder,
+    QuotaManager,
+    ResourceConstraintsSpec,
+)
+from sluice.resources.backends.memory import MemoryBackend
+
+QUOTAS = {"a": 2, "b": 3}
+LEASE = 10.0
+T = TypeVar("T")
+
+
+@dataclass
+class Held:
+    project: str
+    units: int
+    expiry: float
+
+
+@dataclass
+class Waiting:
+    project: str
+    units: int
+    cap: int | None
+    since: float
+    expiry: float
+
+
+class QuotaModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.clock = FakeClock()
+        self.manager = QuotaManager(
+            MemoryBackend(),
+            clock=self.clock,
+            lease=LEASE,
+            config_quotas=QUOTAS,
+            sweep_interval=1e9,
+        )
+        self.run(self.manager.start())
+        self.quota = dict(QUOTAS)
+        self.held: dict[str, dict[str, Held]] = {ns: {} for ns in QUOTAS}
+        self.waiting: dict[str, dict[str, Waiting]] = {ns: {} for ns in QUOTAS}
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(work)
+
+    def teardown(self) -> None:
+        self.run(self.manager.close())
+        self.loop.close()
+
+    # The model's books.
+    def in_use(self, ns: str) -> int:
+        return sum(h.units for h in self.held[ns].values())
+
+    def project_use(self, ns: str, project: str) -> int:
+        return sum(h.units for h in self.held[ns].values() if h.project == project)
+
+    def reclaim(self, namespaces: list[str]) -> set[str]:
+        now, touched = self.clock.now(), set()
+        for ns in namespaces:
+            for book in (self.held[ns], self.waiting[ns]):
+                for token in [t for t, entry in book.items() if entry.expiry <= now]:
+                    del book[token]
+                    touched.add(ns)
+        return touched
+
+    def older(self, ns: str, token: str, since: float) -> list[Waiting]:
+        return [w for t, w in self.waiting[ns].items() if (w.since, t) < (since, token)]
+
+    def since_of(self, token: str, namespaces: list[str]) -> float:
+        known = [self.waiting[ns][token].since for ns in namespaces if token in self.waiting[ns]]
+        return min(known, default=self.clock.now())
+
+    # Rules.
+    @rule(
+        token=st.sampled_from(["t0", "t1", "t2", "t3", "t4"]),
+        namespaces=st.lists(st.sampled_from(sorted(QUOTAS)), min_size=1, max_size=2, unique=True),
+        units=st.integers(1, 3),
+        project=st.sampled_from(["foo", "foobar"]),
+        cap=st.none() | st.integers(1, 3),
+    )
+    def allocate(
+        self, token: str, namespaces: list[str], units: int, project: str, cap: int | None
+    ) -> None:
+        constraints = ResourceConstraintsSpec(project_scope=cap) if cap else None
+        claims = [Claim(ns, units, constraints) for ns in namespaces]
+        self.reclaim(namespaces)  # as the backend does before judging
+        since = self.since_of(token, namespaces)
+        todo = [ns for ns in namespaces if token not in self.held[ns]]
+        result = self.run(self.manager.allocate(token, claims, Holder(project, "dev")))
+        if result.granted:
+            self.check_grant(token, todo, units, project, cap, since)
+            self.book_grant(token, namespaces, todo, units, project)
+        else:
+            self.check_refusal(result, token, todo, units, project, cap, since)
+            self.book_wait(token, namespaces, todo, units, project, cap, since)
+
+    def check_grant(
+        self,
+        token: str,
+        todo: list[str],
+        units: int,
+        project: str,
+        cap: int | None,
+        since: float,
+    ) -> None:
+        for ns in todo:
+            assert self.in_use(ns) + units <= self.quota[ns], "granted beyond the quota"
+            assert cap is None or self.project_use(ns, project) + units <= cap, "beyond the cap"
+            ahead = sum(
+                w.units
+                for w in self.older(ns, token, since)
+                if w.cap is None and w.units <= self.quota[ns]
+            )
+            assert self.in_use(ns) + ahead + units <= self.quota[ns], "overtook older waiters"
+
+    def check_refusal(
+        self,
+        result: AllocationResult,
+        token: str,
+        todo: list[str],
+        units: int,
+        project: str,
+        cap: int | None,
+        since: float,
+    ) -> None:
+        fits = all(
+            self.in_use(ns) + units <= self.quota[ns]
+            and (cap is None or self.project_use(ns, project) + units <= cap)
+            and not self.older(ns, token, since)
+            for ns in todo
+        )
+        assert not fits, "refused a claim that fits with nobody older waiting"
+        ns = result.namespace
+        assert ns in todo
+        if result.status is AllocationStatus.EXHAUSTED:
+            assert (result.in_use, result.limit) == (self.in_use(ns), self.quota[ns])
+        else:
+            assert self.in_use(ns) + units <= self.quota[ns]
+            assert (result.scope, result.limit) == ("project", cap)
+            assert result.in_use == self.project_use(ns, project)
+
+    def book_grant(
+        self, token: str, namespaces: list[str], todo: list[str], units: int, project: str
+    ) -> None:
+        expiry = self.clock.now() + LEASE
+        for ns in namespaces:
+            self.waiting[ns].pop(token, None)
+            if ns in todo:
+                self.held[ns][token] = Held(project, units, expiry)
+            else:
+                self.held[ns][token].expiry = expiry
+
+    def book_wait(
+        self,
+        token: str,
+        namespaces: list[str],
+        todo: list[str],
+        units: int,
+        project: str,
+        cap: int | None,
+        since: float,
+    ) -> None:
+        expiry = self.clock.now() + LEASE
+        for ns in namespaces:
+            if ns in todo:
+                self.waiting[ns][token] = Waiting(project, units, cap, since, expiry)
+            else:
+                self.held[ns][token].expiry = expiry
+
+    @rule(
+        token=st.sampled_from(["t0", "t1", "t2", "t3", "t4", "unknown"]),
+        namespaces=st.lists(st.sampled_from(sorted(QUOTAS)), min_size=1, unique=True),
+    )
+    def release(self, token: str, namespaces: list[str]) -> None:
+        self.run(self.manager.release(token, namespaces))
+        for ns in namespaces:
+            self.held[ns].pop(token, None)
+            self.waiting[ns].pop(token, None)
+
+    @rule(token=st.sampled_from(["t0", "t1", "t2"]))
+    def renew(self, token: str) -> None:
+        now, namespaces = self.clock.now(), sorted(QUOTAS)
+        held = self.run(self.manager.renew(token, namespaces))
+        live = {
+            ns for ns in namespaces if token in self.held[ns] and self.held[ns][token].expiry > now
+        }
+        assert held == live
+        for ns in namespaces:
+            for entry in (self.held[ns].get(token), self.waiting[ns].get(token)):
+                if entry is not None and entry.expiry > now:
+                    entry.expiry = now + LEASE
+
+    @rule(seconds=st.sampled_from([1.0, 4.0, 11.0]))
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    @rule()
+    def sweep(self) -> None:
+        touched = self.run(self.manager.sweep())
+        assert set(touched) == self.reclaim(sorted(QUOTAS))
+
+    @rule(ns=st.sampled_from(sorted(QUOTAS)), quota=st.integers(1, 4))
+    def set_quota(self, ns: str, quota: int) -> None:
+        self.run(self.manager.set_quota(ns, quota))
+        self.quota[ns] = quota  # lowering it revokes nothing: the books stay as they are
+
+    @invariant()
+    def books_match(self) -> None:
+        now = self.clock.now()
+        for snapshot in self.run(self.manager.describe()):
+            ns = snapshot.namespace
+            assert {h.token: h.units for h in snapshot.holders} == {
+                t: h.units for t, h in self.held[ns].items()
+            }
+            assert snapshot.in_use == self.in_use(ns)
+            live = sorted((w.since, t) for t, w in self.waiting[ns].items() if w.expiry > now)
+            assert [w.token for w in snapshot.waiters] == [t for _, t in live]
+
+
+QuotaModel.TestCase.settings = settings(
+    max_examples=150,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestQuotaModel = QuotaModel.TestCase
