@@ -10,7 +10,7 @@ from sluice.config import Settings, load_config
 from sluice.errors import SluiceError
 from sluice.runtime import Runtime
 from sluice.spec.phases import ExecutionPhase
-from sluice.store.records import ExecutionRecord
+from sluice.store.records import EventRecord, ExecutionRecord
 
 
 async def run_async(
@@ -30,6 +30,16 @@ async def run_async(
             final = await repos.executions.get(record.id)
         assert final is not None
         return final
+    finally:
+        await runtime.close()
+
+
+async def events_of(execution_id: str, settings: Settings | None = None) -> list[EventRecord]:
+    """Every event recorded for an execution, oldest first."""
+    runtime = await Runtime.open(settings or load_config(), role="cli")
+    try:
+        async with runtime.store.read() as repos:
+            return await repos.events.list(execution_id)
     finally:
         await runtime.close()
 

@@ -24,18 +24,11 @@ from sluice.plugins.builtin import builtin_entries
 from sluice.plugins.core.context import SetupContext
 from sluice.plugins.core.plugin import PluginEntry
 from sluice.plugins.core.registry import PluginRegistry, discover_entry_points
+from sluice.resources import QuotaManager
 from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
 from sluice.store.notify import Notifier
 from sluice.store.records import ExecutionRecord
 from sluice.store.store import Store
-
-
-class _QuotaCollector:
-    def __init__(self, prefix: str, into: dict[str, int]) -> None:
-        self._prefix, self._into = prefix, into
-
-    def register_resource_quota(self, namespace: str, quota: int) -> None:
-        self._into[f"{self._prefix}:{namespace}"] = quota
 
 
 def resolve_target(target: Any) -> tuple[WorkflowSpec, LaunchPlanSpec | None]:
@@ -64,7 +57,13 @@ class Runtime:
         self.notifier = Notifier(store.db, self.instance_id, clock=clock)
         self.registry: PluginRegistry | None = None
         self.catalog: Catalog | None = None
-        self.registered_quotas: dict[str, int] = {}
+        self.resources = QuotaManager.from_config(
+            settings.resources,
+            store_db=store.db,
+            clock=clock,
+            metrics=self.metrics,
+            notifier=self.notifier,
+        )
 
     @classmethod
     async def open(
@@ -103,7 +102,7 @@ class Runtime:
     def _setup_context(self, entry: PluginEntry) -> SetupContext:
         return SetupContext(
             plugin_id=entry.id,
-            registrar=_QuotaCollector(entry.id, self.registered_quotas),
+            registrar=self.resources.registrar(entry.id),
             metrics=self.metrics,
             secrets=self.secrets,
             config=self._plugin_config(entry),
@@ -120,6 +119,7 @@ class Runtime:
             metrics=self.metrics,
             engine_id=self.instance_id,
         )
+        await self.resources.start()  # after plugin load: registered quotas are stored now
         return Engine(
             services,
             self.store,
@@ -127,6 +127,8 @@ class Runtime:
             only=only,
             catalog=await self.open_catalog(),
             cache_config=self.settings.cache,
+            resources=self.resources,
+            resources_config=self.settings.resources,
         )
 
     async def open_catalog(self) -> Catalog:
@@ -176,5 +178,6 @@ class Runtime:
                     await closer()
         if self.catalog is not None:
             await self.catalog.close()
+        await self.resources.close()
         await self.notifier.close()
         await self.store.close()

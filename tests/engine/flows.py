@@ -178,3 +178,70 @@ def expensive(directory: str, x: int) -> int:
 @sluice.workflow
 def herd(directory: str, x: int = 21) -> int:
     return expensive(directory=directory, x=x)
+
+
+def record_interval(directory: str, name: str, seconds: float) -> None:
+    """Append "start end" (time.time()) of a critical section to `name`.intervals."""
+    start = time.time()
+    time.sleep(seconds)
+    with (Path(directory) / f"{name}.intervals").open("a") as f:
+        f.write(f"{start} {time.time()}\n")
+
+
+@sluice.task(quotas=[sluice.Quota("warehouse")])
+def load(directory: str, i: int) -> int:
+    record_interval(directory, "warehouse", 0.3)
+    return i
+
+
+@sluice.workflow
+def warehouse_fan(directory: str) -> None:
+    for i in range(4):
+        load(directory=directory, i=i)
+
+
+@sluice.task(quotas=[sluice.Quota("nowhere")])
+def unquoted() -> None:
+    return None
+
+
+@sluice.workflow
+def unknown_quota() -> None:
+    unquoted()
+
+
+@sluice.task(locks=sluice.Locks("db/partition/{item}", for_each="partitions"))
+def write_partitions(directory: str, name: str, partitions: list[int]) -> str:
+    for p in partitions:
+        start = time.time()
+        with (Path(directory) / f"p{p}.holders").open("a") as f:
+            f.write(f"{name} {start}\n")
+    while (Path(directory) / "block").exists():  # lets a test look while locks are held
+        time.sleep(0.05)
+    time.sleep(0.2)
+    for p in partitions:
+        with (Path(directory) / f"p{p}.intervals").open("a") as f:
+            f.write(f"{start} {time.time()}\n")
+    return name
+
+
+@sluice.workflow
+def partition_writes(directory: str) -> None:
+    write_partitions(directory=directory, name="a", partitions=[1, 2])
+    write_partitions(directory=directory, name="b", partitions=[2, 3])
+    write_partitions(directory=directory, name="c", partitions=[3, 1])
+    write_partitions(directory=directory, name="d", partitions=[4])
+
+
+def _partition_burst(offset: int) -> sluice.WorkflowDef:  # type: ignore[type-arg]
+    def burst(directory: str) -> None:
+        for i in range(6):
+            first, second = (i + offset) % 4, (i + offset + 1) % 4
+            write_partitions(directory=directory, name=f"w{offset}-{i}", partitions=[first, second])
+
+    return sluice.workflow(burst, name=f"flows.partition_burst_{offset}")
+
+
+partition_burst_0, partition_burst_1, partition_burst_2, partition_burst_3 = (
+    _partition_burst(k) for k in range(4)
+)

@@ -8,6 +8,7 @@ import logging
 
 from sluice.engine.bindings import resolve, resolve_inputs
 from sluice.engine.cache_gate import CacheGate
+from sluice.engine.claims import ClaimsGate
 from sluice.engine.handler import TaskHandler
 from sluice.engine.services import EngineServices, Scheduling
 from sluice.engine.state import ExecutionState, NodeState
@@ -35,11 +36,12 @@ class ExecutionDriver:
         store: Store,
         notifier: Notifier | None,
         cache: CacheGate | None = None,
+        claims: ClaimsGate | None = None,
     ) -> None:
         self.s = services
         self.store = store
         self.notifier = notifier
-        self.handler = TaskHandler(services, scheduling, cache)
+        self.handler = TaskHandler(services, scheduling, cache, claims)
         self._steps = asyncio.Semaphore(64)
 
     async def reconcile(self, ex: ExecutionState) -> None:

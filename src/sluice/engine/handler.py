@@ -13,6 +13,7 @@ import traceback
 
 from sluice.engine.bindings import check_outputs
 from sluice.engine.cache_gate import CacheGate
+from sluice.engine.claims import ClaimsGate, lock_names
 from sluice.engine.context import NodeContext, PendingState
 from sluice.engine.services import EngineServices, Scheduling
 from sluice.engine.state import ExecutionState, NodeState
@@ -28,11 +29,16 @@ log = logging.getLogger(__name__)
 
 class TaskHandler:
     def __init__(
-        self, services: EngineServices, scheduling: Scheduling, cache: CacheGate | None = None
+        self,
+        services: EngineServices,
+        scheduling: Scheduling,
+        cache: CacheGate | None = None,
+        claims: ClaimsGate | None = None,
     ) -> None:
         self.s = services
         self.scheduling = scheduling
         self.cache = cache
+        self.claims = claims
 
     async def step(self, ex: ExecutionState, node: NodeState) -> None:
         rec = node.record
@@ -49,6 +55,8 @@ class TaskHandler:
             if not self._admitted_now(ex, node):
                 return
         if rec.attempt_started_at is None:
+            if await self._held_by_claims(ex, node):
+                return
             self._launch(ex, node, now)
         if self._timed_out(node, now):
             await self._time_out(ex, node)
@@ -90,22 +98,45 @@ class TaskHandler:
             self.scheduling.wake_at(ex.id, node.id, due)
 
     def _admitted_now(self, ex: ExecutionState, node: NodeState) -> bool:
-        """Ask for a parallelism slot; most of the time one is free and the node goes on."""
+        """Ask for a parallelism slot (and the node's locks as far as this engine knows);
+        most of the time they are free and the node goes on."""
         if not node.queued:
+            if node.lock_names is None:
+                node.lock_names = lock_names(node.task, node.record.inputs or {})
+                if node.lock_names:  # so `sluice locks ls` can show who waits for what
+                    node.record.claims = {
+                        **(node.record.claims or {}),
+                        "locks": sorted(node.lock_names),
+                    }
+                    ex.mark_changed(node)
             node.queued = True
-            if self.scheduling.request_admission(ex.id, node.id, ex.record.created_at):
+            if self.scheduling.request_admission(
+                ex.id, node.id, ex.record.created_at, node.lock_names
+            ):
                 node.admitted, node.queued = True, False
                 return True
-        if node.record.task_phase == Phase.UNDEFINED:
-            limit = self.s.config.parallelism
-            self.record(
-                ex,
-                node,
-                PhaseInfo.queued(
-                    0, f"waiting for a slot: {limit}/{limit} tasks running on this engine"
-                ),
-            )
+        reason = self.scheduling.admission_reason(ex.id, node.id, node.lock_names or frozenset())
+        self.record(ex, node, PhaseInfo.queued(0, reason))
         return False
+
+    async def _held_by_claims(self, ex: ExecutionState, node: NodeState) -> bool:
+        """Claim the node's quotas and locks in one allocation; True when refused: the node
+        gives its slot back and waits (WAITING_FOR_RESOURCES, with the manager's reason)."""
+        if self.claims is None:
+            return False
+        info, busy_lock = await self.claims.acquire(ex, node)
+        if info is None:
+            return False
+        self.record(ex, node, info)
+        if info.phase.is_terminal():
+            await self._finish_attempt(ex, node, info)
+        elif busy_lock is not None:
+            node.admitted, node.queued = False, True
+            self.scheduling.reject(ex.id, node.id, [busy_lock])
+        else:
+            node.admitted = node.queued = False
+            self.scheduling.release_admission(ex.id, node.id)
+        return True
 
     def _launch(self, ex: ExecutionState, node: NodeState, now: float) -> None:
         node.record.attempt_started_at = now
@@ -284,6 +315,8 @@ class TaskHandler:
         if node.admitted or node.queued:
             self.scheduling.release_admission(ex.id, node.id)
         node.admitted = node.queued = False
+        if self.claims is not None:
+            await self.claims.release(ex, node)
 
     async def _call(self, ex: ExecutionState, node: NodeState, method: str) -> None:
         try:

@@ -25,6 +25,8 @@ class NodeState:
     """Holds one of the engine's parallelism slots (from launch until terminal)."""
     queued: bool = False
     """Waits in the admission queue for a slot."""
+    lock_names: frozenset[str] | None = None
+    """Computed from the inputs when the node first asks for admission."""
     cache_key: str | None = None
     heartbeat_at: float | None = None
     """When the held cache reservation must be extended next."""

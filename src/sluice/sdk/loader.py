@@ -2,73 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from sluice.errors import NotFoundError
+from sluice.modules import load_module, resolve_attribute
 
-PRIVATE_PREFIX = "sluice_file_"
-
-
-def load_module(module: str, file: str = "") -> ModuleType:
-    """Import `module`, or load it from `file` when given. A file is loaded under its own stem
-    (the name its tasks carry, see naming.module_name), unless that name is taken by another
-    module (a script named json.py): then under a private name derived from its path, so two
-    files with one stem, or a file and a standard module, never replace each other."""
-    if not file:
-        try:
-            return sys.modules.get(module) or importlib.import_module(module)
-        except ImportError as exc:
-            raise NotFoundError(f"cannot import module {module!r}: {exc}") from None
-    path = Path(file).resolve()
-    for name in (module, private_module_name(module, path)):
-        loaded = sys.modules.get(name)
-        if loaded is not None and _same_file(loaded, path):
-            return loaded
-    taken = module in sys.modules or importlib.util.find_spec(module) is not None
-    return _load_file(path, private_module_name(module, path) if taken else module)
-
-
-def private_module_name(stem: str, path: Path) -> str:
-    digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
-    return f"{PRIVATE_PREFIX}{digest}_{stem}"
-
-
-def _same_file(module: ModuleType, path: Path) -> bool:
-    own = getattr(module, "__file__", None)
-    return own is not None and Path(own).resolve() == path
-
-
-def _load_file(path: Path, name: str) -> ModuleType:
-    if not path.is_file():
-        raise NotFoundError(f"file {str(path)!r} does not exist")
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise NotFoundError(f"cannot load {str(path)!r} as Python")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    if str(path.parent) not in sys.path:
-        sys.path.append(str(path.parent))  # its sibling imports work; it shadows nothing
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
-
-
-def resolve_attribute(module: ModuleType, qualname: str) -> Any:
-    target: Any = module
-    for part in qualname.split("."):
-        target = getattr(target, part, None)
-        if target is None:
-            raise NotFoundError(f"{module.__name__!r} has no {qualname!r}")
-    return target
+__all__ = ["load_module", "load_target", "resolve_attribute"]
 
 
 def load_target(reference: str) -> Any:

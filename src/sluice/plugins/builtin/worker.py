@@ -30,7 +30,7 @@ def _die_with_parent(parent_pid: int) -> None:
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     from sluice.errors import OutputsError
-    from sluice.sdk.loader import load_module, resolve_attribute
+    from sluice.modules import load_module, resolve_attribute
 
     try:
         module = load_module(job["module"], job.get("file", ""))

@@ -1,0 +1,255 @@
+"""Quotas and locks a task claims before it runs (DESIGN.md sections 5 and 8).
+
+A task declares quotas (`Quota("warehouse", units=2)`) and locks whose names are computed
+from its inputs when its node starts (`"db/partition/{p}"`, once per item of a list input
+with `for_each`, or a module-level function). Locks are resource namespaces `lock:<name>`
+created on the fly, with a capacity from the first matching `resources.lock_rules` glob (1
+when none matches). Everything is claimed through the resource manager in ONE all-or-nothing
+allocation, after the task has a parallelism slot and before its plugin runs: no hold-and-wait,
+so no deadlock. The leases are renewed while the task lives and released in finalize.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import string
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from sluice.clock import Clock
+from sluice.engine.state import ExecutionState, NodeState
+from sluice.errors import DefinitionError, InputError, NotFoundError, SluiceError
+from sluice.modules import load_module, resolve_attribute
+from sluice.plugins.core.phase import PhaseInfo
+from sluice.resources import (
+    AllocationStatus,
+    Claim,
+    Holder,
+    QuotaManager,
+    ResourceConstraintsSpec,
+    ResourceManager,
+)
+from sluice.spec.models import LockSpec, TaskSpec
+from sluice.store.records import EventRecord
+
+LOCK_PREFIX = "lock:"
+WaitOn = Callable[[Sequence[str], str, str], None]
+"""Re-evaluate (execution id, node id) when room may appear in one of these namespaces."""
+
+
+def lock_capacity(rules: Mapping[str, int]) -> Callable[[str], int]:
+    """Capacity of a lock name: the first glob rule (config order) that matches, else 1."""
+    compiled = [(pattern, capacity) for pattern, capacity in rules.items()]
+
+    def capacity(name: str) -> int:
+        for pattern, value in compiled:
+            if fnmatch.fnmatchcase(name, pattern):
+                return value
+        return 1
+
+    return capacity
+
+
+def lock_names(task: TaskSpec, inputs: Mapping[str, Any]) -> frozenset[str]:
+    """The lock names a task needs with these inputs; DefinitionError names the bad spec."""
+    names: set[str] = set()
+    for spec in task.claims.locks:
+        names.update(_names_of(spec, task, inputs))
+    if any(not isinstance(n, str) or not n for n in names):
+        raise DefinitionError(f"task {task.name!r}: lock names must be non-empty strings")
+    return frozenset(names)
+
+
+def _names_of(spec: LockSpec, task: TaskSpec, inputs: Mapping[str, Any]) -> list[str]:
+    where = f"task {task.name!r} locks"
+    if spec.function:
+        return _call_lock_function(spec.function, task, inputs, where)
+    values = dict(inputs)
+    try:
+        if not spec.for_each:
+            return [spec.template.format_map(values)]
+        items = inputs[spec.for_each]
+        if not isinstance(items, list):
+            raise DefinitionError(f"{where}: for_each input {spec.for_each!r} is not a list")
+        return [spec.template.format_map({**values, "item": item}) for item in items]
+    except (KeyError, IndexError, ValueError) as exc:
+        fields = [f for _, f, _, _ in string.Formatter().parse(spec.template) if f]
+        raise DefinitionError(
+            f"{where}: template {spec.template!r} (fields {fields}) cannot be filled: {exc!r}"
+        ) from None
+
+
+def _call_lock_function(
+    ref: str, task: TaskSpec, inputs: Mapping[str, Any], where: str
+) -> list[str]:
+    module, _, qualname = ref.partition(":")
+    source = task.source
+    file = source.file if source is not None and source.module == module else ""
+    try:
+        function = resolve_attribute(load_module(module, file), qualname)
+        names = list(function(dict(inputs)))
+    except NotFoundError as exc:
+        raise DefinitionError(f"{where}: {exc}") from None
+    except Exception as exc:
+        raise DefinitionError(f"{where}: {ref} raised {exc!r}") from None
+    if not all(isinstance(n, str) for n in names):
+        raise DefinitionError(f"{where}: {ref} must return lock names (str), got {names!r}")
+    return names
+
+
+class ClaimsGate:
+    """Claims a node's quotas and locks in one allocation, and gives them back."""
+
+    def __init__(
+        self, manager: QuotaManager, capacity: Callable[[str], int], wait_on: WaitOn, clock: Clock
+    ) -> None:
+        self.clock = clock
+        self.manager = manager
+        self.capacity = capacity
+        self._wait_on = wait_on
+
+    @staticmethod
+    def token(ex: ExecutionState, node: NodeState) -> str:
+        """Stable for the node, so a retry or a restarted engine re-claims idempotently."""
+        rec = ex.record
+        return f"ex:{rec.project}:{rec.domain}:{rec.id}-{node.id}"
+
+    def holder(self, ex: ExecutionState, node: NodeState) -> Holder:
+        rec = ex.record
+        return Holder(rec.project, rec.domain, rec.id, node.id, node.task.metadata.priority)
+
+    def claims(self, node: NodeState) -> list[Claim]:
+        quotas = [Claim(q.namespace, q.units) for q in node.task.claims.quotas]
+        locks = [
+            Claim(LOCK_PREFIX + name, 1, default_quota=self.capacity(name))
+            for name in sorted(node.lock_names or ())
+        ]
+        return quotas + locks
+
+    async def acquire(
+        self, ex: ExecutionState, node: NodeState
+    ) -> tuple[PhaseInfo | None, str | None]:
+        """(None, None) when the node holds everything it claims (or claims nothing);
+        otherwise a waiting or permanent-failure PhaseInfo and the lock that blocks, if a
+        lock blocks."""
+        claims = self.claims(node)
+        if not claims:
+            return None, None
+        try:
+            result = await self.manager.allocate(
+                self.token(ex, node), claims, self.holder(ex, node)
+            )
+        except (InputError, NotFoundError, DefinitionError) as exc:
+            return PhaseInfo.permanent_failure("BadClaim", str(exc)), None
+        except SluiceError as exc:
+            self._wait_on([c.namespace for c in claims], ex.id, node.id)
+            return PhaseInfo.waiting_for_resources(0, f"resource manager unavailable: {exc}"), None
+        if result.granted:
+            namespaces = [c.namespace for c in claims]
+            node.record.claims = {
+                **(node.record.claims or {}),
+                "token": self.token(ex, node),
+                "namespaces": namespaces,
+            }
+            ex.mark_changed(node)
+            self._event(ex, node, "GRANTED", namespaces)
+            return None, None
+        info = PhaseInfo.waiting_for_resources(0, result.reason())
+        busy_lock = self.blocking_lock(result.namespace)
+        if busy_lock is not None:
+            # This engine's scheduler now orders the wait for that lock and asks again when it
+            # is freed. Stop waiting in the manager's queues meanwhile: a waiter that does not
+            # keep asking would reserve its other namespaces against engines that could use
+            # them, and waiters of two engines could reserve locks for each other.
+            await self._withdraw(ex, node, [c.namespace for c in claims])
+        self._wait_on([c.namespace for c in claims], ex.id, node.id)
+        return info, busy_lock
+
+    async def _withdraw(self, ex: ExecutionState, node: NodeState, namespaces: list[str]) -> None:
+        with contextlib.suppress(SluiceError):
+            await self.manager.release(self.token(ex, node), namespaces)
+
+    def _event(
+        self, ex: ExecutionState, node: NodeState, phase: str, namespaces: list[str]
+    ) -> None:
+        ex.events.append(
+            EventRecord(
+                execution_id=ex.id,
+                node_id=node.id,
+                attempt=node.record.attempt,
+                phase=phase,
+                occurred_at=self.clock.now(),
+                reason=" ".join(namespaces),
+                info={"namespaces": namespaces},
+            )
+        )
+
+    @staticmethod
+    def blocking_lock(reason_namespace: str | None) -> str | None:
+        if reason_namespace and reason_namespace.startswith(LOCK_PREFIX):
+            return reason_namespace[len(LOCK_PREFIX) :]
+        return None
+
+    async def release(self, ex: ExecutionState, node: NodeState) -> None:
+        """Give back the task's claims and every token its plugin still holds."""
+        held = node.record.claims or {}
+        if held.get("token"):  # logged before the release: the log never overstates holding
+            self._event(ex, node, "RELEASED", list(held.get("namespaces", [])))
+        for token, namespaces in _held(held):
+            try:
+                await self.manager.release(token, namespaces)
+            except SluiceError:
+                continue  # the lease returns the tokens if this release was lost
+        if held:
+            node.record.claims = None
+            ex.mark_changed(node)
+
+    async def renew(self, claims: Mapping[str, Any]) -> None:
+        for token, namespaces in _held(claims):
+            await self.manager.renew(token, namespaces)
+
+
+def _held(claims: Mapping[str, Any]) -> Iterable[tuple[str, list[str]]]:
+    if claims.get("token"):
+        yield claims["token"], list(claims.get("namespaces", []))
+    for namespace, token in claims.get("plugin_tokens", []):
+        yield token, [namespace]
+
+
+class RecordingResourceManager:
+    """The plugin-facing manager, recording what the plugin holds in the node's claims so the
+    engine renews those leases while the task lives and releases them if the plugin does not."""
+
+    def __init__(self, inner: ResourceManager, node: NodeState, ex: ExecutionState) -> None:
+        self._inner = inner
+        self._node = node
+        self._ex = ex
+
+    async def allocate_resource(
+        self,
+        namespace: str,
+        token: str,
+        constraints: ResourceConstraintsSpec | None = None,
+        units: int = 1,
+    ) -> AllocationStatus:
+        status = await self._inner.allocate_resource(namespace, token, constraints, units)
+        if status is AllocationStatus.GRANTED:
+            self._remember(namespace, token, held=True)
+        return status
+
+    async def release_resource(self, namespace: str, token: str) -> None:
+        await self._inner.release_resource(namespace, token)
+        self._remember(namespace, token, held=False)
+
+    async def explain(self, namespace: str, token: str) -> str:
+        return await self._inner.explain(namespace, token)
+
+    def _remember(self, namespace: str, token: str, *, held: bool) -> None:
+        qualify = getattr(self._inner, "qualify", None)
+        pair = list(qualify(namespace, token)) if qualify else [namespace, token]
+        claims = dict(self._node.record.claims or {})
+        tokens = [p for p in claims.get("plugin_tokens", []) if p != pair]
+        claims["plugin_tokens"] = [*tokens, pair] if held else tokens
+        self._node.record.claims = claims
+        self._ex.mark_changed(self._node)
