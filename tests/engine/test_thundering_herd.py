@@ -26,7 +26,7 @@ def _env(db: Path) -> dict[str, str]:
         "SLUICE_DATABASE_URL": f"sqlite:///{db}",
         "SLUICE_ENGINE__WORKERS": "1",
         "SLUICE_CACHE__MAX_RESERVATION_HEARTBEAT": "1",
-        "SLUICE_CACHE__HEARTBEAT_INTERVAL": "0.5",
+        "SLUICE_CACHE__HEARTBEAT_INTERVAL": "1",
     }
 
 
