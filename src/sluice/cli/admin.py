@@ -9,9 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from sluice.cli.common import print_json, run_async, state
+from sluice.cli.common import opened, print_json, run_async, state
 from sluice.plugins.builtin import builtin_entries
-from sluice.runtime import Runtime
 from sluice.store.database import Database
 from sluice.store.migrate import ensure_schema
 
@@ -27,11 +26,8 @@ def plugins() -> None:
 @run_async
 async def plugins_ls(ctx: click.Context, as_json: bool) -> None:
     """Loaded plugins and the task types each handles."""
-    runtime = await Runtime.open(state(ctx).settings, role="cli")
-    try:
+    async with opened(ctx) as runtime:
         registry = await runtime.load_plugins()
-    finally:
-        await runtime.close()
     builtin = {e.id for e in builtin_entries()}
     rows = [
         {
@@ -83,15 +79,12 @@ async def db_upgrade(ctx: click.Context) -> None:
 @run_async
 async def engine_command(ctx: click.Context) -> None:
     """Run an engine that claims and drives executions until SIGINT or SIGTERM."""
-    runtime = await Runtime.open(state(ctx).settings, role="engine")
-    try:
+    async with opened(ctx, role="engine") as runtime:
         engine = await runtime.engine()
         await engine.start()
         click.echo(f"engine {runtime.instance_id} running on {runtime.store.db.url.display}")
         await _until_signal()
         await engine.stop()
-    finally:
-        await runtime.close()
 
 
 async def _until_signal() -> None:

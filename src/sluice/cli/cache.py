@@ -6,9 +6,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from sluice.cli.common import iso, print_json, run_async, state
+from sluice.cli.common import iso, opened, print_json, run_async
 from sluice.errors import InvalidArgumentError
-from sluice.runtime import Runtime
 from sluice.store.store import Repos
 
 
@@ -25,13 +24,10 @@ def cache() -> None:
 @run_async
 async def cache_ls(ctx: click.Context, task_name: str | None, limit: int, as_json: bool) -> None:
     """Cache entries, newest first: key, task, cache version, when, which run computed it."""
-    runtime = await Runtime.open(state(ctx).settings, role="cli")
-    try:
+    async with opened(ctx) as runtime:
         entries = await (await runtime.open_catalog()).list_entries(
             task_name=task_name, limit=limit
         )
-    finally:
-        await runtime.close()
     rows = [
         {
             "key": e.key,
@@ -69,11 +65,8 @@ async def cache_rm(ctx: click.Context, keys: tuple[str, ...], task_name: str | N
     """Remove entries by KEY (full keys, as `cache ls --json` prints them) or by --task."""
     if not keys and not task_name:
         raise InvalidArgumentError("cache rm needs KEY arguments or --task NAME")
-    runtime = await Runtime.open(state(ctx).settings, role="cli")
-    try:
+    async with opened(ctx) as runtime:
         removed = await (await runtime.open_catalog()).remove_entries(keys, task_name=task_name)
-    finally:
-        await runtime.close()
     click.echo(f"removed {removed} cache entr{'y' if removed == 1 else 'ies'}")
 
 
@@ -88,16 +81,13 @@ def reservations() -> None:
 @run_async
 async def reservations_ls(ctx: click.Context, as_json: bool) -> None:
     """Every reservation: key, task, owner (execution/node), seconds until it expires."""
-    runtime = await Runtime.open(state(ctx).settings, role="cli")
-    try:
+    async with opened(ctx) as runtime:
         listed = await (await runtime.open_catalog()).list_reservations()
         async with runtime.store.read() as repos:
             tasks = {
                 info.reservation.owner_id: await _task_of(repos, info.reservation.owner_id)
                 for info in listed
             }
-    finally:
-        await runtime.close()
     rows = [
         {
             "key": i.reservation.key,

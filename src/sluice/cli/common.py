@@ -8,13 +8,14 @@ backend cannot be reached; 130 interrupted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -26,6 +27,9 @@ from sluice.errors import (
     SluiceError,
     StoreUnavailableError,
 )
+
+if TYPE_CHECKING:
+    from sluice.runtime import Runtime
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SKIPPED, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
 T = TypeVar("T")
@@ -71,6 +75,18 @@ def run_async(command: Callable[..., Coroutine[Any, Any, int | None]]) -> Callab
         sys.exit(code or 0)
 
     return wrapper
+
+
+@contextlib.asynccontextmanager
+async def opened(ctx: click.Context, role: str = "cli") -> AsyncIterator[Runtime]:
+    """A runtime on the configured store for one command, closed when the command ends."""
+    from sluice.runtime import Runtime
+
+    runtime = await Runtime.open(state(ctx).settings, role=role)
+    try:
+        yield runtime
+    finally:
+        await runtime.close()
 
 
 def state(ctx: click.Context) -> CliState:

@@ -9,10 +9,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from sluice.cli.common import iso, print_json, run_async, state
+from sluice.cli.common import iso, opened, print_json, run_async
 from sluice.engine.claims import LOCK_PREFIX
 from sluice.resources import NamespaceSnapshot
-from sluice.runtime import Runtime
 from sluice.store.records import NodeRecord
 
 
@@ -32,12 +31,9 @@ def _snapshot_json(snapshot: NamespaceSnapshot) -> dict[str, Any]:
 @run_async
 async def quota_ls(ctx: click.Context, namespace: str | None, as_json: bool) -> None:
     """Quota, tokens in use, holders and waiters of NAMESPACE (or every namespace)."""
-    runtime = await Runtime.open(state(ctx).settings, role="cli")
-    try:
+    async with opened(ctx) as runtime:
         await runtime.resources.start()
         snapshots = await runtime.resources.describe(namespace)
-    finally:
-        await runtime.close()
     snapshots = [s for s in snapshots if not s.namespace.startswith(LOCK_PREFIX)]
     if as_json:
         print_json([_snapshot_json(s) for s in snapshots])
@@ -104,12 +100,9 @@ def _print_snapshot(console: Console, s: NamespaceSnapshot) -> None:
 async def quota_set(ctx: click.Context, namespace: str, value: int) -> None:
     """Set NAMESPACE's quota to VALUE for every process (it wins over config and plugins).
     Lowering it never revokes held tokens."""
-    runtime = await Runtime.open(state(ctx).settings, role="cli")
-    try:
+    async with opened(ctx) as runtime:
         await runtime.resources.start()
         await runtime.resources.set_quota(namespace, value)
-    finally:
-        await runtime.close()
     click.echo(f"quota of {namespace} set to {value}")
 
 
@@ -125,8 +118,7 @@ def locks() -> None:
 async def locks_ls(ctx: click.Context, as_json: bool) -> None:
     """Held locks with their holders, and the tasks waiting for each with the scheduler's
     reason (position in the policy's order, what blocks them; refreshed at each resync)."""
-    runtime = await Runtime.open(state(ctx).settings, role="cli")
-    try:
+    async with opened(ctx) as runtime:
         await runtime.resources.start()
         snapshots = {
             s.namespace[len(LOCK_PREFIX) :]: s
@@ -135,8 +127,6 @@ async def locks_ls(ctx: click.Context, as_json: bool) -> None:
         }
         async with runtime.store.read() as repos:
             claiming = await repos.nodes.find_claiming()
-    finally:
-        await runtime.close()
     waiting = _waiting_by_lock(claiming)
     rows = [
         _lock_row(name, snapshots.get(name), waiting.get(name, []))
