@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sluice.config import Settings, load_config
+from sluice.embedded import controller_if_pending, prepare_launch_plan, wait_for_end
 from sluice.errors import SluiceError
 from sluice.runtime import Runtime
 from sluice.spec.phases import ExecutionPhase
@@ -19,17 +20,15 @@ async def run_async(
     """Launch `target` and drive it to the end in this process; the final record."""
     runtime = await Runtime.open(settings or load_config(), role="run")
     try:
+        await prepare_launch_plan(runtime, target)
         record = await runtime.launch(target, inputs)
-        engine = await runtime.engine(only=[record.id])
-        await engine.start()
-        try:
-            await engine.wait(record.id)
-        finally:
-            await engine.stop()
-        async with runtime.store.read() as repos:
-            final = await repos.executions.get(record.id)
-        assert final is not None
-        return final
+        async with controller_if_pending(runtime, record):
+            engine = await runtime.engine(only=[record.id])
+            await engine.start()
+            try:
+                return await wait_for_end(runtime, engine, record.id)
+            finally:
+                await engine.stop()
     finally:
         await runtime.close()
 

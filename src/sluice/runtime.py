@@ -13,10 +13,10 @@ from prometheus_client import CollectorRegistry
 
 from sluice.cache import Catalog
 from sluice.clock import Clock, SystemClock
+from sluice.concurrency.launch import create_execution
 from sluice.config import Settings
 from sluice.engine.context import EnvSecrets
 from sluice.engine.engine import Engine
-from sluice.engine.launch import create_execution
 from sluice.engine.services import EngineServices
 from sluice.errors import NotFoundError
 from sluice.ids import new_instance_id

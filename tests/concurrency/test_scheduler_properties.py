@@ -169,8 +169,10 @@ class Harness:
         return brute_force_selection(model)
 
     def _start_in_model(self, started: list[str]) -> None:
-        held, reserved = self.model.held(), self.model.reserved()
+        held = self.model.held()
         for task_id in started:
+            # An urgent task that starts stops reserving: recompute after every start.
+            reserved = self.model.reserved()
             assert self.model.fits(task_id, held, reserved), f"{task_id} did not fit"
             task, since = self.model.waiting.pop(task_id)
             self.model.running[task_id] = (task, since)

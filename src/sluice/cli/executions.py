@@ -1,4 +1,4 @@
-"""`sluice executions ls|show|abort`."""
+"""`sluice executions ls|show|abort` (`create` is in cli/create.py)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,18 @@ from rich.table import Table
 from sluice.cli.common import iso, print_json, run_async, state
 from sluice.cli.progress import node_phase_label
 from sluice.cli.run import execution_json
-from sluice.engine.launch import request_abort
+from sluice.concurrency.launch import request_abort
+from sluice.concurrency.repository import ConcurrencyRepository
 from sluice.errors import InvalidArgumentError, NotFoundError
 from sluice.runtime import Runtime
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.records import ExecutionRecord, NodeRecord
+from sluice.store.store import Repos
 
 
 @click.group("executions")
 def executions() -> None:
-    """List, inspect and abort executions."""
+    """List, inspect, abort and create executions."""
 
 
 def _phases(values: tuple[str, ...]) -> list[ExecutionPhase] | None:
@@ -40,24 +42,48 @@ def _phases(values: tuple[str, ...]) -> list[ExecutionPhase] | None:
 @click.pass_context
 @run_async
 async def ls(ctx: click.Context, phases: tuple[str, ...], limit: int, as_json: bool) -> None:
-    """Executions, newest first."""
+    """Executions, newest first; PENDING ones with their position in their launch plan's
+    queue (promotion order: priority, then creation) and what they wait for."""
     runtime = await Runtime.open(state(ctx).settings, role="cli")
     try:
         async with runtime.store.read() as repos:
             records = await repos.executions.find(phases=_phases(phases), limit=limit)
+            positions = await pending_positions(repos, records)
     finally:
         await runtime.close()
+    if records and len(positions) == len(records):  # only PENDING ones: list them in order
+        records.sort(key=lambda r: (r.launch_plan or "", positions[r.id]))
     if as_json:
-        print_json([execution_json(r) for r in records])
+        print_json([{**execution_json(r), "position": positions.get(r.id)} for r in records])
         return
     table = Table()
-    for column in ("id", "workflow", "launch plan", "phase", "created", "reason"):
+    for column in ("id", "workflow", "launch plan", "phase", "position", "created", "reason"):
         table.add_column(column, overflow="fold")
     for r in records:
+        position = str(positions[r.id]) if r.id in positions else ""
         table.add_row(
-            r.id, r.workflow_name, r.launch_plan or "", r.phase.value, iso(r.created_at), r.reason
+            r.id,
+            r.workflow_name,
+            r.launch_plan or "",
+            r.phase.value,
+            position,
+            iso(r.created_at),
+            r.reason,
         )
     Console().print(table)
+
+
+async def pending_positions(repos: Repos, records: list[ExecutionRecord]) -> dict[str, int]:
+    """Each PENDING execution's place (1 = next) in its launch plan name's queue, now."""
+    queues = {
+        (r.project, r.domain, r.launch_plan) for r in records if r.phase is ExecutionPhase.PENDING
+    }
+    positions: dict[str, int] = {}
+    for project, domain, launch_plan in queues:
+        order = await ConcurrencyRepository(repos.conn).pending_order(project, domain, launch_plan)
+        positions.update({execution_id: i for i, execution_id in enumerate(order, 1)})
+    listed = {r.id for r in records}
+    return {k: v for k, v in positions.items() if k in listed}
 
 
 def _node_json(node: NodeRecord) -> dict[str, object]:

@@ -35,12 +35,26 @@ def cli(
 
 
 def _register() -> None:
-    from sluice.cli import admin, cache, executions, run
+    from sluice.cli import (
+        admin,
+        cache,
+        concurrency,
+        create,
+        executions,
+        launchplans,
+        quota,
+        run,
+        serve,
+    )
 
     cli.add_command(run.run_command)
     cli.add_command(executions.executions)
-    for command in [*admin.COMMANDS, *cache.COMMANDS]:
+    executions.executions.add_command(create.create)
+    for command in [*admin.COMMANDS, *cache.COMMANDS, *quota.COMMANDS]:
         cli.add_command(command)
+    cli.add_command(serve.serve_command)
+    cli.add_command(launchplans.launchplan)
+    cli.add_command(concurrency.concurrency)
 
 
 _register()

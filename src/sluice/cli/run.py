@@ -9,10 +9,11 @@ from typing import Any
 
 import click
 
-from sluice.cli.common import EXIT_FAILED, EXIT_SKIPPED, iso, print_json, run_async, state
+from sluice.cli.common import EXIT_FAILED, EXIT_SKIPPED, iso, opened, print_json, run_async
 from sluice.cli.inputs import parse_inputs
 from sluice.cli.progress import follow
-from sluice.engine.launch import merge_inputs, request_abort
+from sluice.concurrency.launch import merge_inputs, request_abort
+from sluice.embedded import controller_if_pending, prepare_launch_plan, wait_for_end
 from sluice.runtime import Runtime, resolve_target
 from sluice.sdk.loader import load_target
 from sluice.spec.phases import ExecutionPhase
@@ -48,12 +49,11 @@ async def run_command(
     workflow, launch_plan = resolve_target(obj)
     values = parse_inputs(workflow, pairs, inputs_json)
     merge_inputs(workflow, values, launch_plan)  # every input error before the store is touched
-    runtime = await Runtime.open(state(ctx).settings, role="run")
-    try:
+    async with opened(ctx, role="run") as runtime:
+        await prepare_launch_plan(runtime, obj)
         record = await runtime.launch(obj, values, options={"overwrite_cache": overwrite_cache})
-        final = await _drive(runtime, record, quiet=as_json)
-    finally:
-        await runtime.close()
+        async with controller_if_pending(runtime, record):
+            final = await _drive(runtime, record, quiet=as_json)
     _report(final, as_json)
     if final.phase is ExecutionPhase.SKIPPED:
         return EXIT_SKIPPED
@@ -67,17 +67,13 @@ async def _drive(runtime: Runtime, record: ExecutionRecord, quiet: bool) -> Exec
     watcher = None if quiet else asyncio.create_task(follow(runtime.store, record.id, done))
     interrupts = _on_interrupt(runtime, record.id)
     try:
-        await engine.wait(record.id)
+        return await wait_for_end(runtime, engine, record.id)
     finally:
         done.set()
         if watcher is not None:
             await watcher
         interrupts()
         await engine.stop()
-    async with runtime.store.read() as repos:
-        final = await repos.executions.get(record.id)
-    assert final is not None
-    return final
 
 
 def _on_interrupt(runtime: Runtime, execution_id: str) -> Any:

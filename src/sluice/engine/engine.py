@@ -12,17 +12,18 @@ import logging
 from collections.abc import Callable, Iterable
 
 from sluice.cache import Catalog
+from sluice.cancellation import reraise_cancellation
 from sluice.config import CacheConfig, ResourcesConfig
 from sluice.engine.cache_gate import CacheGate
 from sluice.engine.claims import ClaimsGate
-from sluice.engine.executor import EXECUTIONS_CHANNEL, ExecutionDriver, LostOwnership
+from sluice.engine.executor import ExecutionDriver, LostOwnership
 from sluice.engine.ownership import Ownership
 from sluice.engine.scheduling import Scheduling
 from sluice.engine.services import EngineServices
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.resources import QuotaManager
 from sluice.spec.phases import ExecutionPhase
-from sluice.store.notify import WAKE_ALL, Notifier
+from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL, Notifier
 from sluice.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,7 @@ class Engine:
             self._drop(ex)
             return
         except Exception:
+            reraise_cancellation()
             log.exception("reconciling %s failed; retrying soon", ex.id)
             self.scheduling.wake_at(ex.id, next(iter(ex.nodes), ""), self.s.clock.now() + 1.0)
             return
@@ -201,6 +203,7 @@ class Engine:
             try:
                 await self.claim()
             except Exception:
+                reraise_cancellation()
                 log.exception("claiming executions failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._claim_wanted.wait(), self.s.config.resync_interval / 2)
@@ -212,6 +215,7 @@ class Engine:
             try:
                 await work()  # type: ignore[misc]
             except Exception:
+                reraise_cancellation()
                 log.exception("%s failed", what)
 
     async def _resync(self) -> None:

@@ -15,12 +15,11 @@ from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import InputError
 from sluice.plugins.core.phase import PhaseInfo
 from sluice.spec.phases import ExecutionPhase, NodePhase
-from sluice.store.notify import Notifier
+from sluice.store.notify import EXECUTIONS_CHANNEL, Notifier
 from sluice.store.records import EventRecord
 from sluice.store.store import Repos, Store
 
 log = logging.getLogger(__name__)
-EXECUTIONS_CHANNEL = "executions"
 _UNSUCCESSFUL = (NodePhase.FAILED, NodePhase.ABORTED, NodePhase.SKIPPED)
 
 

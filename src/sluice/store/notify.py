@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,6 +29,8 @@ from sluice.store.database import Database, sqlite_data_version_connection
 
 log = logging.getLogger(__name__)
 Callback = Callable[[str], None]
+EXECUTIONS_CHANNEL = "executions"
+"""Published on an execution's creation, abort and end; payload: the execution id."""
 WAKE_ALL = "*"
 """Payload meaning "notifications may have been lost: re-check everything"."""
 _PG_CHANNEL = "sluice"
@@ -74,6 +76,28 @@ class Notifier:
             "created_at": self._clock.now(),
         }
         await conn.execute(sa.insert(schema.notifications).values(**row))
+
+    async def publish_many(
+        self, conn: AsyncConnection, channel: str, payloads: Sequence[str]
+    ) -> None:
+        """`publish` of many payloads in one statement: per-payload statements cost more than
+        the decisions a controller publishes them for."""
+        if not payloads:
+            return
+        if self._db.dialect == "postgresql":
+            pg_channel = pg_notification(channel, "")[0]
+            messages = [pg_notification(channel, payload)[1] for payload in payloads]
+            statement = sa.text(
+                "SELECT pg_notify(:channel, m) FROM unnest(CAST(:messages AS text[])) m"
+            )
+            await conn.execute(statement, {"channel": pg_channel, "messages": messages})
+            return
+        now = self._clock.now()
+        rows = [
+            {"channel": channel, "payload": p, "origin": self._origin, "created_at": now}
+            for p in payloads
+        ]
+        await conn.execute(sa.insert(schema.notifications), rows)
 
     def deliver_local(self, channel: str, payload: str) -> None:
         """Run this process's callbacks now, without waiting for the round trip."""

@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from sluice.clock import Clock
-from sluice.engine.executor import EXECUTIONS_CHANNEL
+from sluice.concurrency.policies import UNDECIDED_REASON, needs_controller
 from sluice.errors import InputError, NotFoundError
 from sluice.ids import new_execution_id
 from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
 from sluice.spec.phases import ExecutionPhase
 from sluice.spec.types import validate_json
-from sluice.store.notify import Notifier
+from sluice.store.notify import EXECUTIONS_CHANNEL, Notifier
 from sluice.store.records import EventRecord, ExecutionRecord, NodeRecord
 from sluice.store.store import Repos, Store
 
@@ -57,45 +57,57 @@ async def create_execution(
     scheduled_at: float | None = None,
     execution_id: str | None = None,
 ) -> ExecutionRecord | None:
-    """Register the workflow, then insert the execution, its nodes and its first event in one
-    transaction. PENDING when the launch plan has a concurrency policy (the controller
-    decides), else QUEUED. Returns None when this schedule firing exists already."""
+    """Register the workflow (and the launch plan version, INACTIVE if new), then insert the
+    execution, its nodes and its first event in one transaction. PENDING when a concurrency
+    policy governs the launch plan name or a platform cap governs the project (the controller
+    decides, see concurrency/policies.py), else QUEUED. Returns None when this schedule
+    firing exists already."""
     values = merge_inputs(workflow, inputs, launch_plan)
-    options = dict(options or {})
-    if launch_plan is not None and launch_plan.overwrite_cache:
-        options["overwrite_cache"] = True
     now = clock.now()
-    phase = (
-        ExecutionPhase.PENDING if launch_plan and launch_plan.concurrency else ExecutionPhase.QUEUED
-    )
-    record = ExecutionRecord(
-        id=execution_id or new_execution_id(),
+    record = _new_record(project, domain, workflow, values, launch_plan, now)
+    record.id, record.scheduled_at = execution_id or record.id, scheduled_at
+    record.options = dict(options or {})
+    if launch_plan is not None and launch_plan.overwrite_cache:
+        record.options["overwrite_cache"] = True
+    async with store.write() as repos:
+        await repos.specs.put_workflow(project, domain, workflow, now)
+        if launch_plan is not None:
+            await repos.launch_plans.put(project, domain, launch_plan, now)
+        if await needs_controller(repos, project, domain, launch_plan):
+            record.phase, record.reason = ExecutionPhase.PENDING, UNDECIDED_REASON
+        if not await repos.executions.insert(record):
+            return None
+        nodes = [NodeRecord(record.id, n.id, updated_at=now) for n in workflow.nodes]
+        await repos.nodes.insert_many(nodes)
+        event = EventRecord(record.id, record.phase.value, now, reason=record.reason)
+        await repos.events.append([event])
+        if notifier is not None:
+            await notifier.publish(repos.conn, EXECUTIONS_CHANNEL, record.id)
+    return record
+
+
+def _new_record(
+    project: str,
+    domain: str,
+    workflow: WorkflowSpec,
+    values: dict[str, Any],
+    launch_plan: LaunchPlanSpec | None,
+    now: float,
+) -> ExecutionRecord:
+    return ExecutionRecord(
+        id=new_execution_id(),
         project=project,
         domain=domain,
         workflow_name=workflow.name,
         workflow_version=workflow.version,
-        phase=phase,
+        phase=ExecutionPhase.QUEUED,
         inputs=values,
         created_at=now,
         updated_at=now,
         launch_plan=launch_plan.name if launch_plan else None,
         launch_plan_version=launch_plan.version if launch_plan else None,
-        options=options,
         priority=launch_plan.priority if launch_plan else 0,
-        scheduled_at=scheduled_at,
-        reason="waiting for the concurrency controller" if phase is ExecutionPhase.PENDING else "",
     )
-    async with store.write() as repos:
-        await repos.specs.put_workflow(project, domain, workflow, now)
-        if not await repos.executions.insert(record):
-            return None
-        await repos.nodes.insert_many(
-            [NodeRecord(record.id, n.id, updated_at=now) for n in workflow.nodes]
-        )
-        await repos.events.append([EventRecord(record.id, phase.value, now, reason=record.reason)])
-        if notifier is not None:
-            await notifier.publish(repos.conn, EXECUTIONS_CHANNEL, record.id)
-    return record
 
 
 async def request_abort(
@@ -108,23 +120,38 @@ async def request_abort(
     """Abort: a PENDING or unclaimed QUEUED execution ends ABORTED at once; a running one
     goes to ABORTING and its engine aborts and finalizes every active task."""
     async with store.write() as repos:
-        record = await _get(repos, execution_id)
-        if record.phase.is_terminal or record.phase is ExecutionPhase.ABORTING:
-            return record
-        now = clock.now()
-        at_once = record.phase is ExecutionPhase.PENDING or (
-            record.phase is ExecutionPhase.QUEUED and record.owner is None
-        )
-        target = ExecutionPhase.ABORTED if at_once else ExecutionPhase.ABORTING
-        if at_once:
-            await _skip_nodes(repos, execution_id, now)
-        await repos.executions.compare_and_set_phase(
-            execution_id, [record.phase], target, now, reason=reason
-        )
-        await repos.events.append([EventRecord(execution_id, target.value, now, reason=reason)])
-        if notifier is not None:
-            await notifier.publish(repos.conn, EXECUTIONS_CHANNEL, execution_id)
+        await abort_in(repos, notifier, clock.now(), execution_id, reason)
         return await _get(repos, execution_id)
+
+
+async def abort_in(
+    repos: Repos,
+    notifier: Notifier | None,
+    now: float,
+    execution_id: str,
+    reason: str,
+    info: dict[str, Any] | None = None,
+) -> ExecutionPhase | None:
+    """Abort inside the caller's transaction; the phase it moved to, or None if there was
+    nothing to abort (terminal or ABORTING already)."""
+    record = await _get(repos, execution_id)
+    if record.phase.is_terminal or record.phase is ExecutionPhase.ABORTING:
+        return None
+    at_once = record.phase is ExecutionPhase.PENDING or (
+        record.phase is ExecutionPhase.QUEUED and record.owner is None
+    )
+    target = ExecutionPhase.ABORTED if at_once else ExecutionPhase.ABORTING
+    if not await repos.executions.compare_and_set_phase(
+        execution_id, [record.phase], target, now, reason=reason
+    ):
+        return None
+    if at_once:
+        await _skip_nodes(repos, execution_id, now)
+    event = EventRecord(execution_id, target.value, now, reason=reason, info=info)
+    await repos.events.append([event])
+    if notifier is not None:
+        await notifier.publish(repos.conn, EXECUTIONS_CHANNEL, execution_id)
+    return target
 
 
 async def _skip_nodes(repos: Repos, execution_id: str, now: float) -> None:

@@ -1,0 +1,180 @@
+"""The controller's memory: every non-terminal execution, grouped by launch plan name.
+
+Rebuilt from the store when a controller takes the lead and kept current from the
+"executions" notifications. Phases only move forward here (PENDING, then active, then gone),
+so a late or repeated notification can never undo what is known. Counts per project and per
+project/domain cover every active execution, with or without a launch plan, because the
+platform caps count them all.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+from sluice.concurrency.policies import UNDECIDED_REASON
+from sluice.spec.phases import ExecutionPhase
+
+LaunchPlanKey = tuple[str, str, str]  # (project, domain, launch plan name or "")
+Order = tuple[int, float, str]  # (-priority, created_at, id): promotion order
+
+
+@dataclass(slots=True)
+class Tracked:
+    id: str
+    key: LaunchPlanKey
+    version: str
+    phase: ExecutionPhase
+    priority: int
+    created_at: float
+    reason: str = ""
+
+    @property
+    def order(self) -> Order:
+        return (-self.priority, self.created_at, self.id)
+
+    @property
+    def stage(self) -> int:
+        """0 pending, 1 active, 2 ended: the only direction a phase moves."""
+        if self.phase is ExecutionPhase.PENDING:
+            return 0
+        return 2 if self.phase.is_terminal else 1
+
+
+@dataclass
+class LaunchPlanQueue:
+    """The active executions of one launch plan name and its PENDING ones in promotion order
+    (a heap with lazy deletion: removed ids are skipped when they reach the top)."""
+
+    key: LaunchPlanKey
+    active: dict[str, Tracked] = field(default_factory=dict)
+    pending: dict[str, Tracked] = field(default_factory=dict)
+    _heap: list[Order] = field(default_factory=list)
+    freed_at: deque[float] = field(default_factory=lambda: deque(maxlen=256))
+    """When slots were freed while executions waited: for the promotion latency metric."""
+
+    def add_pending(self, item: Tracked) -> None:
+        self.pending[item.id] = item
+        heapq.heappush(self._heap, item.order)
+
+    def head(self) -> Tracked | None:
+        while self._heap and self._heap[0][2] not in self.pending:
+            heapq.heappop(self._heap)
+        return self.pending.get(self._heap[0][2]) if self._heap else None
+
+    def discard_pending(self, execution_id: str) -> None:
+        self.pending.pop(execution_id, None)
+        if len(self._heap) > 2 * len(self.pending) + 64:
+            self._heap = [o for o in self._heap if o[2] in self.pending]
+            heapq.heapify(self._heap)
+
+    def in_order(self) -> list[Tracked]:
+        return sorted(self.pending.values(), key=lambda t: t.order)
+
+    def oldest_active(self) -> list[Tracked]:
+        return sorted(self.active.values(), key=lambda t: (t.created_at, t.id))
+
+    @property
+    def empty(self) -> bool:
+        return not self.active and not self.pending
+
+
+class ControllerState:
+    def __init__(self) -> None:
+        self.queues: dict[LaunchPlanKey, LaunchPlanQueue] = {}
+        self.executions: dict[str, Tracked] = {}
+        self.project_active: Counter[str] = Counter()
+        self.domain_active: Counter[tuple[str, str]] = Counter()
+        self.dirty: set[LaunchPlanKey] = set()
+        self.undecided: set[str] = set()  # PENDING ids nobody has given a reason yet
+        self.capped_projects: set[str] = set()  # an end there frees room for every launch plan
+        self._by_project: dict[str, set[LaunchPlanKey]] = {}
+
+    def observe(self, item: Tracked, ended_at: float | None = None) -> None:
+        """Apply a row read from the store; stale rows (an earlier stage) are ignored."""
+        known = self.executions.get(item.id)
+        if known is not None and item.stage < known.stage:
+            return
+        if known is None and item.stage == 2:
+            return
+        if known is None:
+            self._add(item)
+        elif item.stage == 2:
+            self._end(known, ended_at)
+        elif known.stage == 0 and item.stage == 1:
+            self.promote(known)
+            known.phase = item.phase
+        else:
+            known.phase = item.phase
+
+    def _add(self, item: Tracked) -> None:
+        self.executions[item.id] = item
+        queue = self.queue(item.key)
+        if item.stage == 0:
+            queue.add_pending(item)
+            if item.reason == UNDECIDED_REASON:
+                self.undecided.add(item.id)
+        else:
+            queue.active[item.id] = item
+            self._count(item, 1)
+        self.dirty.add(item.key)
+
+    def _end(self, item: Tracked, ended_at: float | None) -> None:
+        queue = self.queue(item.key)
+        self.executions.pop(item.id, None)
+        self.undecided.discard(item.id)
+        if item.stage == 0:
+            queue.discard_pending(item.id)
+        elif queue.active.pop(item.id, None) is not None:
+            self._count(item, -1)
+            if queue.pending and ended_at is not None:
+                queue.freed_at.append(ended_at)
+            if item.key[0] in self.capped_projects:
+                self.dirty.update(self._by_project.get(item.key[0], ()))
+        self.dirty.add(item.key)
+        if queue.empty:
+            self._forget(queue)
+
+    def promote(self, item: Tracked) -> None:
+        """Move a PENDING execution to the active set (the decision is being written)."""
+        queue = self.queue(item.key)
+        queue.discard_pending(item.id)
+        self.undecided.discard(item.id)
+        item.phase = ExecutionPhase.QUEUED
+        queue.active[item.id] = item
+        self._count(item, 1)
+
+    def end(self, item: Tracked, phase: ExecutionPhase, ended_at: float) -> None:
+        """A decision ended this execution (SKIPPED, or ABORTED at once)."""
+        self._end(item, ended_at)
+        item.phase = phase
+
+    def queue(self, key: LaunchPlanKey) -> LaunchPlanQueue:
+        queue = self.queues.get(key)
+        if queue is None:
+            queue = self.queues[key] = LaunchPlanQueue(key)
+            self._by_project.setdefault(key[0], set()).add(key)
+        return queue
+
+    def _forget(self, queue: LaunchPlanQueue) -> None:
+        self.queues.pop(queue.key, None)
+        keys = self._by_project.get(queue.key[0])
+        if keys is not None:
+            keys.discard(queue.key)
+
+    def _count(self, item: Tracked, delta: int) -> None:
+        project, domain, _ = item.key
+        self.project_active[project] += delta
+        self.domain_active[(project, domain)] += delta
+
+    def take_dirty(self) -> set[LaunchPlanKey]:
+        dirty, self.dirty = self.dirty, set()
+        return dirty
+
+    def mark_all_dirty(self) -> None:
+        self.dirty.update(self.queues)
+
+    @property
+    def pending_count(self) -> int:
+        return sum(len(q.pending) for q in self.queues.values())

@@ -1,0 +1,66 @@
+"""Processes the concurrency tests spawn.
+
+python cc_proc.py create URL PLAN COUNT SECONDS   create COUNT executions, print their ids
+python cc_proc.py controller URL                  run a controller candidate until killed
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cc_support import FLOWS, fast_options, fast_settings, launch_with_priority
+
+from sluice.concurrency.crash import CrashHook
+from sluice.embedded import run_controller_candidate
+from sluice.runtime import Runtime
+from sluice.sdk.loader import load_module
+
+
+async def creator(url: str) -> None:
+    flows = load_module("cc_flows", str(FLOWS))
+    rt = await Runtime.open(fast_settings(url), role="creator", upgrade=True)
+    print("ready", flush=True)
+    try:
+        for line in sys.stdin:
+            plan_name, count, seconds = line.split()
+            plan = getattr(flows, plan_name)
+            for i in range(int(count)):
+                record = await launch_with_priority(rt, plan, i % 3, float(seconds))
+                print(record.id, flush=True)
+            print("done", flush=True)
+    finally:
+        await rt.close()
+
+
+async def controller(url: str) -> None:
+    rt = await Runtime.open(fast_settings(url), role="controller")
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    try:
+        options = fast_options(crash=CrashHook.from_env())
+        async with run_controller_candidate(rt, options) as candidate:
+            print(f"candidate {rt.instance_id}", flush=True)
+            await stop.wait()
+            del candidate
+    finally:
+        await rt.close()
+
+
+def main() -> None:
+    command, url = sys.argv[1:]
+    if command == "creator":
+        asyncio.run(creator(url))
+    elif command == "controller":
+        asyncio.run(controller(url))
+    else:
+        raise SystemExit(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    main()
