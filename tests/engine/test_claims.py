@@ -8,26 +8,30 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from support.engine import fast_settings, outcome, run
-from support.intervals import max_overlap, read
 
 from sluice.config import load_config
 from sluice.runtime import Runtime
 from sluice.spec.phases import ExecutionPhase
+from support.engine import fast_settings, outcome, run
+from support.intervals import max_overlap, read
 
 
 @pytest.fixture
 async def quota_runtime(sqlite_url: str):  # type: ignore[no-untyped-def]
     settings = fast_settings(sqlite_url)
-    settings = load_config(database_url=sqlite_url, engine=settings.engine.model_dump(),
-                           resources={"quotas": {"warehouse": 1}, "lease": 5.0})
+    settings = load_config(
+        database_url=sqlite_url,
+        engine=settings.engine.model_dump(),
+        resources={"quotas": {"warehouse": 1}, "lease": 5.0},
+    )
     rt = await Runtime.open(settings)
     yield rt
     await rt.close()
 
 
 async def test_quota_of_one_serialises_tasks_and_explains_the_wait(
-        quota_runtime: Runtime, flows: ModuleType, tmp_path: Path) -> None:
+    quota_runtime: Runtime, flows: ModuleType, tmp_path: Path
+) -> None:
     record = await quota_runtime.launch(flows.warehouse_fan, {"directory": str(tmp_path)})
     engine = await quota_runtime.engine(only=[record.id])
     await engine.start()
@@ -48,7 +52,9 @@ async def test_quota_of_one_serialises_tasks_and_explains_the_wait(
     intervals = read(tmp_path / "warehouse.intervals")
     assert len(intervals) == 4
     assert max_overlap(intervals) == 1
-    assert any(r.startswith("waiting for warehouse: 1/1 in use, position") for r in reasons), reasons
+    assert any(r.startswith("waiting for warehouse: 1/1 in use, position") for r in reasons), (
+        reasons
+    )
     assert all(n.claims is None for n in result.nodes.values()), "tokens were released"
     snapshot = await quota_runtime.resources.describe("warehouse")
     assert snapshot[0].in_use == 0
@@ -61,8 +67,9 @@ async def test_unknown_quota_namespace_fails_naming_it(runtime: Runtime, flows: 
     assert error["code"] == "BadClaim" and "nowhere" in error["message"]
 
 
-async def test_locks_from_inputs_never_have_two_holders(runtime: Runtime, flows: ModuleType,
-                                                       tmp_path: Path) -> None:
+async def test_locks_from_inputs_never_have_two_holders(
+    runtime: Runtime, flows: ModuleType, tmp_path: Path
+) -> None:
     result = await run(runtime, flows.partition_writes, directory=str(tmp_path))
     assert result.record.phase is ExecutionPhase.SUCCEEDED
     for partition in (1, 2, 3, 4):

@@ -27,7 +27,8 @@ def _lock_intervals(db: Path) -> dict[str, list[tuple[float, float]]]:
     with sqlite3.connect(db) as conn:
         rows = conn.execute(
             "SELECT execution_id, node_id, phase, occurred_at, info FROM events "
-            "WHERE phase IN ('GRANTED', 'RELEASED') ORDER BY id").fetchall()
+            "WHERE phase IN ('GRANTED', 'RELEASED') ORDER BY id"
+        ).fetchall()
     opened: dict[tuple[str, str], float] = {}
     spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for execution_id, node_id, phase, at, info in rows:
@@ -45,12 +46,31 @@ def _lock_intervals(db: Path) -> dict[str, list[tuple[float, float]]]:
 def test_four_processes_never_share_a_lock(tmp_path: Path) -> None:
     db, work = tmp_path / "s.db", tmp_path / "work"
     work.mkdir()
-    subprocess.run([sys.executable, "-m", "sluice", "db", "upgrade"], env=_env(db), check=True,
-                   capture_output=True)
-    runs = [subprocess.Popen([sys.executable, "-m", "sluice", "run",
-                              f"{FLOWS}:partition_burst_{k}", "--input", f"directory={work}"],
-                             env=_env(db), cwd=ROOT, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True) for k in range(4)]
+    subprocess.run(
+        [sys.executable, "-m", "sluice", "db", "upgrade"],
+        env=_env(db),
+        check=True,
+        capture_output=True,
+    )
+    runs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sluice",
+                "run",
+                f"{FLOWS}:partition_burst_{k}",
+                "--input",
+                f"directory={work}",
+            ],
+            env=_env(db),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(4)
+    ]
     codes = [(p.wait(timeout=240), p.stderr.read() if p.stderr else "") for p in runs]
     assert [c for c, _ in codes] == [0, 0, 0, 0], codes
     spans = _lock_intervals(db)
@@ -66,16 +86,32 @@ def test_locks_ls_shows_holders_and_waiters(tmp_path: Path) -> None:
     db, work = tmp_path / "s.db", tmp_path / "work"
     work.mkdir()
     (work / "block").touch()
-    run = subprocess.Popen([sys.executable, "-m", "sluice", "run", f"{FLOWS}:partition_writes",
-                            "--input", f"directory={work}"], env={**_env(db),
-                            "SLUICE_ENGINE__RESYNC_INTERVAL": "0.5"},
-                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sluice",
+            "run",
+            f"{FLOWS}:partition_writes",
+            "--input",
+            f"directory={work}",
+        ],
+        env={**_env(db), "SLUICE_ENGINE__RESYNC_INTERVAL": "0.5"},
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         rows: list[dict[str, object]] = []
         while time.monotonic() < deadline:
-            listed = subprocess.run([sys.executable, "-m", "sluice", "locks", "ls", "--json"],
-                                    env=_env(db), capture_output=True, text=True, cwd=ROOT)
+            listed = subprocess.run(
+                [sys.executable, "-m", "sluice", "locks", "ls", "--json"],
+                env=_env(db),
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+            )
             rows = json.loads(listed.stdout) if listed.returncode == 0 and listed.stdout else []
             if any(r["holders"] and r["waiters"] for r in rows):
                 break

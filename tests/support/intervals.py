@@ -8,7 +8,9 @@ from pathlib import Path
 def read(path: Path) -> list[tuple[float, float]]:
     if not path.exists():
         return []
-    return [(float(a), float(b)) for a, b in (line.split() for line in path.read_text().splitlines())]
+    return [
+        (float(a), float(b)) for a, b in (line.split() for line in path.read_text().splitlines())
+    ]
 
 
 def max_overlap(intervals: list[tuple[float, float]]) -> int:
