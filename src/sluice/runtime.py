@@ -17,6 +17,7 @@ from sluice.concurrency.launch import create_execution
 from sluice.config import Settings
 from sluice.engine.context import EnvSecrets
 from sluice.engine.engine import Engine
+from sluice.engine.metrics import EngineMetrics
 from sluice.engine.services import EngineServices
 from sluice.errors import NotFoundError
 from sluice.ids import new_instance_id
@@ -53,6 +54,7 @@ class Runtime:
         self.clock = clock
         self.instance_id = new_instance_id(role)
         self.metrics = CollectorRegistry()
+        self.engine_metrics = EngineMetrics(self.metrics)
         self.secrets = EnvSecrets()
         self.notifier = Notifier(store.db, self.instance_id, clock=clock)
         self.registry: PluginRegistry | None = None
@@ -118,6 +120,7 @@ class Runtime:
             secrets=self.secrets,
             metrics=self.metrics,
             engine_id=self.instance_id,
+            counters=self.engine_metrics,
         )
         await self.resources.start()  # after plugin load: registered quotas are stored now
         return Engine(

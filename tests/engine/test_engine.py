@@ -131,3 +131,15 @@ async def _until(rt: Runtime, execution_id: str, condition: object, limit: float
             await asyncio.sleep(0.05)
 
     await asyncio.wait_for(poll(), limit)
+
+
+async def test_engine_metrics_count_phases_and_executions(
+    runtime: Runtime, flows: ModuleType
+) -> None:
+    from prometheus_client import generate_latest
+
+    await run(runtime, flows.fan)
+    exposed = generate_latest(runtime.metrics).decode()
+    assert 'sluice_task_phase_transitions_total{phase="SUCCESS"} 6.0' in exposed
+    assert 'sluice_executions_finished_total{phase="SUCCEEDED"} 1.0' in exposed
+    assert "sluice_engine_tasks_waiting 0.0" in exposed

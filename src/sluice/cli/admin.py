@@ -6,6 +6,7 @@ import asyncio
 import signal
 
 import click
+from prometheus_client import start_http_server
 from rich.console import Console
 from rich.table import Table
 
@@ -75,13 +76,16 @@ async def db_upgrade(ctx: click.Context) -> None:
 
 
 @click.command("engine")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve /metrics here.")
 @click.pass_context
 @run_async
-async def engine_command(ctx: click.Context) -> None:
+async def engine_command(ctx: click.Context, metrics_port: int | None) -> None:
     """Run an engine that claims and drives executions until SIGINT or SIGTERM."""
     async with opened(ctx, role="engine") as runtime:
         engine = await runtime.engine()
         await engine.start()
+        if metrics_port is not None:
+            start_http_server(metrics_port, registry=runtime.metrics)
         click.echo(f"engine {runtime.instance_id} running on {runtime.store.db.url.display}")
         await _until_signal()
         await engine.stop()

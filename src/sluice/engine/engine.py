@@ -85,6 +85,13 @@ class Engine:
         self._unsubscribe: list[Callable[[], None]] = []
         self._claim_wanted = asyncio.Event()
         self._background: set[asyncio.Task[None]] = set()
+        if services.counters is not None:
+            scheduler = self.scheduling.scheduler
+            services.counters.watch(
+                lambda: scheduler.waiting_count,
+                lambda: scheduler.running_count,
+                lambda: len(self._executions),
+            )
 
     @property
     def engine_id(self) -> str:

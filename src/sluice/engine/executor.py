@@ -158,6 +158,8 @@ class ExecutionDriver:
         rec.phase, rec.updated_at = phase, now
         if phase.is_terminal:
             rec.ended_at = now
+            if self.s.counters is not None:
+                self.s.counters.executions.labels(phase.value).inc()
         for key, value in fields.items():
             setattr(rec, key, value)
         ex.execution_changed = True

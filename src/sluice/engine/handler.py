@@ -254,6 +254,8 @@ class TaskHandler:
             )
             rec.task_phase, rec.phase_version = int(info.phase), info.version
             ex.mark_changed(node)
+            if self.s.counters is not None:
+                self.s.counters.transitions.labels(info.phase.name).inc()
         if info.reason != rec.reason:
             rec.reason = info.reason
             ex.mark_changed(node)

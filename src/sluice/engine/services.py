@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from sluice.clock import Clock
 from sluice.config import EngineConfig
 from sluice.engine.context import EnvSecrets
+from sluice.engine.metrics import EngineMetrics
 from sluice.plugins.core.registry import PluginRegistry
 from sluice.resources.models import ResourceManager
 
@@ -54,3 +55,4 @@ class EngineServices:
     secrets: EnvSecrets
     metrics: CollectorRegistry
     engine_id: str
+    counters: EngineMetrics | None = None
