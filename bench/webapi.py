@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import contextlib
 import inspect
 import json
@@ -44,58 +43,8 @@ from sluice.plugins.core.phase import PhaseInfo  # noqa: E402
 from sluice.plugins.core.plugin import Plugin  # noqa: E402
 from sluice.plugins.testing import DictSecrets, FakeTaskContext  # noqa: E402
 from sluice.plugins.webapi import AsyncPluginAdapter, RateLimiter  # noqa: E402
-from sluice.resources.models import AllocationStatus, ResourceConstraintsSpec  # noqa: E402
+from sluice.resources import Holder, QuotaManager, from_url  # noqa: E402
 from sluice.spec.models import TaskSpec  # noqa: E402
-
-
-class FairQuotaManager:
-    """Registrar and ResourceManager over in-memory counters: never over the quota, waiters
-    granted in arrival order, a release wakes as many waiters as there are free tokens."""
-
-    def __init__(self) -> None:
-        self.quotas: dict[str, int] = {}
-        self.holders: dict[str, set[str]] = collections.defaultdict(set)
-        self.waiters: dict[str, list[str]] = collections.defaultdict(list)
-        self.wakers: dict[str, Callable[[], None]] = {}
-        self.max_held = 0
-
-    def register_resource_quota(self, namespace: str, quota: int) -> None:
-        self.quotas[namespace] = quota
-
-    async def allocate_resource(
-        self,
-        namespace: str,
-        token: str,
-        constraints: ResourceConstraintsSpec | None = None,
-        units: int = 1,
-    ) -> AllocationStatus:
-        held, queue = self.holders[namespace], self.waiters[namespace]
-        if token in held:
-            return AllocationStatus.GRANTED
-        if token not in queue:
-            queue.append(token)
-        if queue.index(token) >= self.quotas[namespace] - len(held):
-            return AllocationStatus.EXHAUSTED
-        queue.remove(token)
-        held.add(token)
-        self.max_held = max(self.max_held, len(held))
-        return AllocationStatus.GRANTED
-
-    async def release_resource(self, namespace: str, token: str) -> None:
-        self.holders[namespace].discard(token)
-        queue = self.waiters[namespace]
-        if token in queue:
-            queue.remove(token)
-        for waiter in queue[: self.quotas[namespace] - len(self.holders[namespace])]:
-            self.wakers[waiter]()
-
-    async def explain(self, namespace: str, token: str) -> str:
-        queue, held = self.waiters[namespace], self.holders[namespace]
-        position = queue.index(token) + 1 if token in queue else 0
-        return (
-            f"waiting for {namespace}: {len(held)}/{self.quotas[namespace]} in use, "
-            f"position {position}"
-        )
 
 
 @asynccontextmanager
@@ -150,7 +99,11 @@ def task_config(url: str, seconds: float) -> dict[str, Any]:
 
 
 def make_task(
-    n: int, custom: dict[str, Any], rm: FairQuotaManager, clock: ScaledClock
+    n: int,
+    custom: dict[str, Any],
+    rm: QuotaManager,
+    clock: ScaledClock,
+    wakers: dict[str, Callable[[], None]],
 ) -> FakeTaskContext:
     spec = TaskSpec(name="bench", version="1", type="http_job", custom=custom)
     meta = TaskExecutionMetadata(
@@ -161,8 +114,11 @@ def make_task(
         attempt=0,
         task_name="bench",
     )
-    ctx = FakeTaskContext(spec, {"n": n}, meta, resource_manager=rm, clock=clock)
-    rm.wakers[meta.generated_name()] = ctx.refresh
+    holder = Holder(meta.project, meta.domain, meta.execution_id, meta.node_id)
+    ctx = FakeTaskContext(
+        spec, {"n": n}, meta, resource_manager=rm.for_task("http_job", holder), clock=clock
+    )
+    wakers[meta.generated_name()] = ctx.refresh
     return ctx
 
 
@@ -209,21 +165,28 @@ def poll_figures(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    clock, rm = ScaledClock(args.time_scale), FairQuotaManager()
+    clock = ScaledClock(args.time_scale)
+    rm = QuotaManager(from_url("memory://"), clock=clock)  # the policy the engine uses
+    wakers: dict[str, Callable[[], None]] = {}
+    rm.subscribe(lambda _namespace: [wake() for wake in list(wakers.values())])
     section = {
         "resource_quotas": {"default": args.quota},
         "read_rate_limiter": {"qps": args.read_qps, "burst": args.read_burst},
         "caching": {"resync_interval": args.resync},
     }
-    setup = SetupContext("http_job", rm, CollectorRegistry(), DictSecrets(), section, clock)
+    setup = SetupContext(
+        "http_job", rm.registrar("http_job"), CollectorRegistry(), DictSecrets(), section, clock
+    )
     loaded = ENTRY.load(setup)
     plugin = await loaded if inspect.isawaitable(loaded) else loaded
     assert isinstance(plugin, AsyncPluginAdapter)
+    await rm.start()
     limiter = RecordingLimiter(args.read_qps, args.read_burst, clock)
     plugin.calls.read_limiter = limiter  # same bucket, and it notes each poll's send time
     async with job_service(clock) as url:
         tasks = [
-            make_task(n, task_config(url, args.job_seconds), rm, clock) for n in range(args.tasks)
+            make_task(n, task_config(url, args.job_seconds), rm, clock, wakers)
+            for n in range(args.tasks)
         ]
         started, real_start = clock.now(), time.monotonic()
         results = await asyncio.gather(*(drive(plugin, ctx) for ctx in tasks))
@@ -231,6 +194,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with httpx.AsyncClient() as client:
             stats = (await client.get(f"{url}/stats")).json()
     await plugin.close()
+    await rm.close()
     stats["sent_times"] = limiter.times
     return report(args, results, stats, rm, wall, real_wall)
 
@@ -239,7 +203,7 @@ def report(
     args: argparse.Namespace,
     results: list[PhaseInfo],
     stats: dict[str, Any],
-    rm: FairQuotaManager,
+    rm: QuotaManager,
     wall: float,
     real_wall: float,
 ) -> dict[str, Any]:
@@ -250,7 +214,6 @@ def report(
         "quota": args.quota,
         "succeeded": sum(info.phase.is_success() for info in results),
         "max_in_flight": stats["max_in_flight"],
-        "max_tokens_held": rm.max_held,
         "in_flight_within_quota": stats["max_in_flight"] <= args.quota,
         "jobs_created": stats["created"],
         "create_requests": stats["requests"]["create"],
