@@ -168,7 +168,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     clock = ScaledClock(args.time_scale)
     rm = QuotaManager(from_url("memory://"), clock=clock)  # the policy the engine uses
     wakers: dict[str, Callable[[], None]] = {}
-    rm.subscribe(lambda _namespace: [wake() for wake in list(wakers.values())])
+
+    def wake_all(_namespace: str) -> None:  # a release: every waiting task asks again
+        for wake in list(wakers.values()):
+            wake()
+
+    rm.subscribe(wake_all)
     section = {
         "resource_quotas": {"default": args.quota},
         "read_rate_limiter": {"qps": args.read_qps, "burst": args.read_burst},
