@@ -229,14 +229,13 @@ async def test_a_publish_from_another_process_is_delivered(
     assert await inbox.wait_for("from-another-process") == ["from-another-process"]
 
 
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)  # SQLite has no connection
 async def test_notifications_keep_flowing_after_the_listening_connection_drops(
     open_notifier,  # type: ignore[no-untyped-def]
     store_url: str,
 ) -> None:
     """A database restart or a proxy closing an idle connection must not silence the notifier
     for the rest of the process's life."""
-    if not store_url.startswith("postgresql"):
-        pytest.skip("PostgreSQL only: SQLite notifications need no connection to a server")
     import psycopg
 
     subscriber, _ = await open_notifier("subscriber")
