@@ -12,7 +12,7 @@ import contextlib
 import functools
 import json
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -103,7 +103,3 @@ def iso(timestamp: float | None) -> str:
 
 def print_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
-
-
-async def gather_all(*awaitables: Awaitable[T]) -> list[T]:
-    return list(await asyncio.gather(*awaitables))

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sluice.errors import DefinitionError, InvalidPolicyError, InvalidQuotaError
+from sluice.errors import InvalidPolicyError, InvalidQuotaError
 from sluice.spec.types import TypeSpec
 
 
@@ -247,8 +247,3 @@ class LaunchPlanSpec(SpecModel):
     concurrency: ConcurrencyPolicy | None = None
     priority: int = 0
     overwrite_cache: bool = False
-
-
-def check_definition(condition: bool, message: str) -> None:
-    if not condition:
-        raise DefinitionError(message)
