@@ -115,10 +115,9 @@ def make_task(
         task_name="bench",
     )
     holder = Holder(meta.project, meta.domain, meta.execution_id, meta.node_id)
-    ctx = FakeTaskContext(
-        spec, {"n": n}, meta, resource_manager=rm.for_task("http_job", holder), clock=clock
-    )
-    wakers[meta.generated_name()] = ctx.refresh
+    proxy = rm.for_task("http_job", holder)
+    ctx = FakeTaskContext(spec, {"n": n}, meta, resource_manager=proxy, clock=clock)
+    wakers[proxy.qualify("default", meta.generated_name())[1]] = ctx.refresh  # type: ignore[attr-defined]
     return ctx
 
 
@@ -132,6 +131,19 @@ async def drive(plugin: Plugin, ctx: FakeTaskContext) -> PhaseInfo:
             return info
         with contextlib.suppress(TimeoutError):  # the engine's safety-net re-evaluation
             await asyncio.wait_for(ctx.refreshed.wait(), 2.0)
+
+
+async def renew_leases(
+    rm: QuotaManager, contexts: list[FakeTaskContext], clock: ScaledClock
+) -> None:
+    """What the engine does for every live task: renew the leases of the tokens its plugin
+    holds, every third of a lease. Without it a long job's token lapses and is reclaimed."""
+    while True:
+        await clock.sleep(rm.lease / 3)
+        for ctx in contexts:
+            proxy = ctx.resource_manager
+            for namespace, token in getattr(proxy, "allocations", ()):
+                await rm.renew(token, [namespace])
 
 
 def max_in_window(times: list[float], window: float) -> int:
@@ -169,11 +181,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     rm = QuotaManager(from_url("memory://"), clock=clock)  # the policy the engine uses
     wakers: dict[str, Callable[[], None]] = {}
 
-    def wake_all(_namespace: str) -> None:  # a release: every waiting task asks again
-        for wake in list(wakers.values()):
-            wake()
+    def wake(_namespace: str, ready: tuple[str, ...] | None) -> None:
+        # As the engine does: wake the tasks the manager says may now be granted, or every
+        # waiting task when nobody queues.
+        chosen = wakers.values() if ready is None else [wakers[t] for t in ready if t in wakers]
+        for wake_one in chosen:
+            wake_one()
 
-    rm.subscribe(wake_all)
+    rm.subscribe_ready(wake)
     section = {
         "resource_quotas": {"default": args.quota},
         "read_rate_limiter": {"qps": args.read_qps, "burst": args.read_burst},
@@ -194,8 +209,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for n in range(args.tasks)
         ]
         started, real_start = clock.now(), time.monotonic()
+        renewer = asyncio.create_task(renew_leases(rm, tasks, clock))
         results = await asyncio.gather(*(drive(plugin, ctx) for ctx in tasks))
         wall, real_wall = clock.now() - started, time.monotonic() - real_start
+        renewer.cancel()
         async with httpx.AsyncClient() as client:
             stats = (await client.get(f"{url}/stats")).json()
     await plugin.close()

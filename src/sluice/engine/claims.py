@@ -34,7 +34,7 @@ from sluice.spec.models import LockSpec, TaskSpec
 from sluice.store.records import EventRecord
 
 LOCK_PREFIX = "lock:"
-WaitOn = Callable[[Sequence[str], str, str], None]
+WaitOn = Callable[[Sequence[str], str, str, str | None], None]
 """Re-evaluate (execution id, node id) when room may appear in one of these namespaces."""
 
 
@@ -143,7 +143,7 @@ class ClaimsGate:
         except (InputError, NotFoundError, DefinitionError) as exc:
             return PhaseInfo.permanent_failure("BadClaim", str(exc)), None
         except SluiceError as exc:
-            self._wait_on([c.namespace for c in claims], ex.id, node.id)
+            self._wait_on([c.namespace for c in claims], ex.id, node.id, None)
             return PhaseInfo.waiting_for_resources(0, f"resource manager unavailable: {exc}"), None
         if result.granted:
             namespaces = [c.namespace for c in claims]
@@ -163,7 +163,7 @@ class ClaimsGate:
             # keep asking would reserve its other namespaces against engines that could use
             # them, and waiters of two engines could reserve locks for each other.
             await self._withdraw(ex, node, [c.namespace for c in claims])
-        self._wait_on([c.namespace for c in claims], ex.id, node.id)
+        self._wait_on([c.namespace for c in claims], ex.id, node.id, self.token(ex, node))
         return info, busy_lock
 
     async def _withdraw(self, ex: ExecutionState, node: NodeState, namespaces: list[str]) -> None:
@@ -221,10 +221,17 @@ class RecordingResourceManager:
     """The plugin-facing manager, recording what the plugin holds in the node's claims so the
     engine renews those leases while the task lives and releases them if the plugin does not."""
 
-    def __init__(self, inner: ResourceManager, node: NodeState, ex: ExecutionState) -> None:
+    def __init__(
+        self,
+        inner: ResourceManager,
+        node: NodeState,
+        ex: ExecutionState,
+        on_refused: Callable[[str, str], None],
+    ) -> None:
         self._inner = inner
         self._node = node
         self._ex = ex
+        self._on_refused = on_refused
 
     async def allocate_resource(
         self,
@@ -236,6 +243,8 @@ class RecordingResourceManager:
         status = await self._inner.allocate_resource(namespace, token, constraints, units)
         if status is AllocationStatus.GRANTED:
             self._remember(namespace, token, held=True)
+        else:  # wake the task the moment a token it could use is released
+            self._on_refused(*self._qualified(namespace, token))
         return status
 
     async def release_resource(self, namespace: str, token: str) -> None:
@@ -245,9 +254,15 @@ class RecordingResourceManager:
     async def explain(self, namespace: str, token: str) -> str:
         return await self._inner.explain(namespace, token)
 
-    def _remember(self, namespace: str, token: str, *, held: bool) -> None:
+    def _qualified(self, namespace: str, token: str) -> tuple[str, str]:
         qualify = getattr(self._inner, "qualify", None)
-        pair = list(qualify(namespace, token)) if qualify else [namespace, token]
+        if qualify is None:
+            return namespace, token
+        qualified_namespace, qualified_token = qualify(namespace, token)
+        return qualified_namespace, qualified_token
+
+    def _remember(self, namespace: str, token: str, *, held: bool) -> None:
+        pair = list(self._qualified(namespace, token))
         claims = dict(self._node.record.claims or {})
         tokens = [p for p in claims.get("plugin_tokens", []) if p != pair]
         claims["plugin_tokens"] = [*tokens, pair] if held else tokens

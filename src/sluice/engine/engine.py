@@ -247,7 +247,7 @@ class Engine:
         if self.catalog is not None:
             self._unsubscribe.append(self.catalog.subscribe(self.scheduling.on_cache_key))
         if self.resources is not None:
-            self._unsubscribe.append(self.resources.subscribe(self.scheduling.on_resources))
+            self._unsubscribe.append(self.resources.subscribe_ready(self.scheduling.on_resources))
         if self.notifier is not None:
             self._unsubscribe.append(
                 self.notifier.subscribe(EXECUTIONS_CHANNEL, self._on_execution_changed)

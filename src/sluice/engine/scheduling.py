@@ -54,6 +54,7 @@ class Scheduling:
         self._timers: set[asyncio.TimerHandle] = set()
         self._cache_waiters: dict[str, set[tuple[str, str]]] = {}
         self._resource_waiters: dict[str, set[tuple[str, str]]] = {}
+        self._token_waiters: dict[str, tuple[str, str]] = {}
 
     # Wake-ups.
     def refresh(self, execution_id: str, node_id: str) -> None:
@@ -86,19 +87,27 @@ class Scheduling:
         self._wake(self._cache_waiters, key)
 
     def wait_for_resources(
-        self, namespaces: Sequence[str], execution_id: str, node_id: str
+        self, namespaces: Sequence[str], execution_id: str, node_id: str, token: str | None = None
     ) -> None:
         for namespace in namespaces:
             self._resource_waiters.setdefault(namespace, set()).add((execution_id, node_id))
+        if token is not None:
+            self._token_waiters[token] = (execution_id, node_id)
 
-    def on_resources(self, namespace: str) -> None:
+    def on_resources(self, namespace: str, ready: tuple[str, ...] | None = None) -> None:
         """Room may have appeared in `namespace`: a freed lock reopens in the scheduler, and
-        the nodes waiting there try again at once."""
+        the nodes that may now be granted (all of them when nobody queues) try again."""
         if namespace == WAKE_ALL:
             self.forget_busy_locks()
         elif namespace.startswith(LOCK_PREFIX):
             self.scheduler.lock_freed(namespace[len(LOCK_PREFIX) :])
-        self._wake(self._resource_waiters, namespace)
+        if ready is None:
+            self._wake(self._resource_waiters, namespace)
+        else:
+            for token in ready:
+                found = self._token_waiters.pop(token, None)
+                if found is not None:
+                    self._enqueue(found[0], [found[1]])
         self.admit()
 
     def _wake(self, waiters: dict[str, set[tuple[str, str]]], key: str) -> None:
@@ -189,4 +198,9 @@ class Scheduling:
         ex, node = found
         rec = ex.record
         holder = Holder(rec.project, rec.domain, rec.id, node_id, node.task.metadata.priority)
-        return RecordingResourceManager(self.resources.for_task(plugin_id, holder), node, ex)
+        proxy = self.resources.for_task(plugin_id, holder)
+
+        def refused(namespace: str, token: str) -> None:
+            self.wait_for_resources([namespace], execution_id, node_id, token)
+
+        return RecordingResourceManager(proxy, node, ex, refused)

@@ -33,7 +33,7 @@ from sluice.resources.models import (
     ResourceRegistrar,
 )
 from sluice.resources.proxy import PluginRegistrar, TaskResourceManager
-from sluice.resources.wakeups import Subscriber, WakeUps
+from sluice.resources.wakeups import ReadySubscriber, Subscriber, WakeUps
 from sluice.store.database import Database
 from sluice.store.notify import Notifier
 
@@ -258,6 +258,11 @@ class QuotaManager:
         where nobody queues, every process is. A hint: it may come more than once, and the
         claim must still be asked for."""
         return self._wakeups.subscribe(callback)
+
+    def subscribe_ready(self, callback: ReadySubscriber) -> Callable[[], None]:
+        """Like `subscribe`, with the tokens of this process that may now be granted (None
+        when anyone may try), so a caller with many waiters wakes only those."""
+        return self._wakeups.subscribe_ready(callback)
 
     # Background work.
     async def _sweep_forever(self, due: float) -> None:

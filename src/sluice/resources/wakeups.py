@@ -11,6 +11,8 @@ from sluice.resources.backends.base import NamespaceUsage
 
 log = logging.getLogger(__name__)
 Subscriber = Callable[[str], None]
+ReadySubscriber = Callable[[str, tuple[str, ...] | None], None]
+"""Called with a namespace and the tokens that may now be granted there (None: anyone)."""
 
 
 class WakeUps:
@@ -18,6 +20,7 @@ class WakeUps:
 
     def __init__(self) -> None:
         self._subscribers: list[Subscriber] = []
+        self._ready_subscribers: list[ReadySubscriber] = []
         self._asking: dict[str, float] = {}  # token -> when its waiter entries lapse
         self._called: set[str] = set()  # waiting tokens a wake-up named as ready
 
@@ -27,6 +30,15 @@ class WakeUps:
         def unsubscribe() -> None:
             with contextlib.suppress(ValueError):
                 self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def subscribe_ready(self, callback: ReadySubscriber) -> Callable[[], None]:
+        self._ready_subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._ready_subscribers.remove(callback)
 
         return unsubscribe
 
@@ -58,13 +70,19 @@ class WakeUps:
         mine = [token for token in ready or () if token in self._asking]
         self._called.update(mine)
         if ready is None or mine:
-            self.wake([namespace])
+            self.wake([namespace], None if ready is None else tuple(mine))
 
-    def wake(self, namespaces: Iterable[str]) -> None:
+    def wake(self, namespaces: Iterable[str], ready: tuple[str, ...] | None = None) -> None:
         """Call every subscriber for each namespace; a failing one does not stop the rest."""
         for namespace in dict.fromkeys(namespaces):
             for callback in list(self._subscribers):
-                try:
-                    callback(namespace)
-                except Exception:
-                    log.exception("resource wake-up callback failed for %s", namespace)
+                _call(callback, namespace)
+            for ready_callback in list(self._ready_subscribers):
+                _call(ready_callback, namespace, ready)
+
+
+def _call(callback: Callable[..., None], *args: object) -> None:
+    try:
+        callback(*args)
+    except Exception:
+        log.exception("resource wake-up callback failed for %s", args[0])
