@@ -245,3 +245,8 @@ def _partition_burst(offset: int) -> sluice.WorkflowDef:  # type: ignore[type-ar
 partition_burst_0, partition_burst_1, partition_burst_2, partition_burst_3 = (
     _partition_burst(k) for k in range(4)
 )
+
+
+@sluice.task
+def join_strings(parts: list[str]) -> str:
+    return ",".join(parts)
