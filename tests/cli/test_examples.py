@@ -1,0 +1,33 @@
+"""The examples the README points to run as documented."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ("partitions.py", '"o0": "a: rewrote [1, 2]\\nb: rewrote [2, 3]'),
+        ("http_job.py", 'outputs: {"o0": 20}'),
+    ],
+)
+def test_example_runs(tmp_path: Path, script: str, expected: str) -> None:
+    env = {**os.environ, "SLUICE_DATABASE_URL": f"sqlite:///{tmp_path / 's.db'}"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert expected in done.stdout
