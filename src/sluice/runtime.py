@@ -23,7 +23,7 @@ from sluice.errors import NotFoundError
 from sluice.ids import new_instance_id
 from sluice.plugins.builtin import builtin_entries
 from sluice.plugins.core.context import SetupContext
-from sluice.plugins.core.plugin import PluginEntry
+from sluice.plugins.core.plugin import PluginEntry, validate_task
 from sluice.plugins.core.registry import PluginRegistry, discover_entry_points
 from sluice.resources import QuotaManager
 from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
@@ -159,6 +159,7 @@ class Runtime:
         options: Mapping[str, Any] | None = None,
     ) -> ExecutionRecord:
         workflow, launch_plan = resolve_target(target)
+        await self.check_tasks(workflow, options)
         record = await create_execution(
             self.store,
             self.notifier,
@@ -172,6 +173,14 @@ class Runtime:
         )
         assert record is not None
         return record
+
+    async def check_tasks(self, workflow: WorkflowSpec, options: Mapping[str, Any] | None) -> None:
+        """Every task has a plugin and a config it accepts: PluginNotFoundError (naming the
+        registered plugins) or InvalidPluginConfigError before anything is written."""
+        registry = await self.load_plugins()
+        overrides = (options or {}).get("plugin_overrides", {})
+        for task in workflow.tasks.values():
+            validate_task(registry.resolve(task.type, overrides.get(task.type, ())), task)
 
     async def close(self) -> None:
         if self.registry is not None:

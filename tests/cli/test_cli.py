@@ -77,6 +77,8 @@ def test_failure_exit_code_and_error_line(tmp_path: Path) -> None:
         (["run", f"{FLOWS}:needs_input", "--input", "x=abc"], "'x'"),
         (["run", f"{FLOWS}:needs_input", "--input", "y=1"], "'y'"),
         (["run", f"{FLOWS}:needs_input", "--inputs", "[1]"], "JSON object"),
+        (["run", f"{FLOWS}:bad_plugin_config"], "'timeout'"),
+        (["run", f"{FLOWS}:unknown_task_type"], "registered plugins: "),
         (["run", str(tmp := "missing_file.py") + ":wf"], tmp),
     ],
 )

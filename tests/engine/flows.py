@@ -250,3 +250,21 @@ partition_burst_0, partition_burst_1, partition_burst_2, partition_burst_3 = (
 @sluice.task
 def join_strings(parts: list[str]) -> str:
     return ",".join(parts)
+
+
+@sluice.task(type="shell", custom={"command": "true", "timeout": -1})
+def bad_shell() -> None: ...
+
+
+@sluice.workflow
+def bad_plugin_config() -> None:
+    bad_shell()
+
+
+@sluice.task(type="no-such-type")
+def unknown_type() -> None: ...
+
+
+@sluice.workflow
+def unknown_task_type() -> None:
+    unknown_type()

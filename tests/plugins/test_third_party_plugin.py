@@ -62,5 +62,6 @@ def test_installed_plugin_is_registered_and_runs(tmp_path: Path) -> None:
         cwd=tmp_path,
         timeout=120,
     )
-    assert missing.returncode == 1
+    assert missing.returncode == 2  # refused at launch: nothing is written
     assert "no plugin handles task type 'wait'" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1

@@ -54,6 +54,7 @@ from sluice.plugins.webapi.templates import (
     render_json,
 )
 from sluice.resources.models import ResourceConstraintsSpec
+from sluice.spec.models import TaskSpec
 
 PLUGIN_ID = "http_job"
 
@@ -140,6 +141,12 @@ def _describe(exc: ValidationError | TemplateError) -> str:
 
 class HttpJobPlugin:
     """An AsyncPlugin over httpx. One client per plugin, closed with the engine."""
+
+    def validate_task(self, task: TaskSpec) -> None:
+        try:
+            parse_config(task.custom)
+        except PermanentError as exc:
+            raise InvalidPluginConfigError(f"task {task.name!r}: {exc.message}") from None
 
     def __init__(
         self, config: PluginConfig, setup: SetupContext, timeout: float, max_connections: int

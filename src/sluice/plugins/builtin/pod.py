@@ -26,6 +26,7 @@ from sluice.plugins.k8s.objects import Manifest
 from sluice.plugins.k8s.plugin import K8sPluginProperties
 from sluice.plugins.k8s.pod_phase import pod_phase_info
 from sluice.plugins.k8s.podspec import PRIMARY_CONTAINER, ContainerTask, PodSettings, build_pod_spec
+from sluice.spec.models import TaskSpec
 
 PLUGIN_ID = "pod"
 TASK_TYPES = ("container",)
@@ -45,6 +46,9 @@ class PodPlugin:
     @property
     def properties(self) -> K8sPluginProperties:
         return K8sPluginProperties()
+
+    def validate_task(self, task: TaskSpec) -> None:
+        ContainerTask.from_task(task)
 
     def build_identity_resource(self, metadata: TaskExecutionMetadata) -> Manifest:
         return dict(_POD)

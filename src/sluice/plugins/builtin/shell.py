@@ -25,6 +25,7 @@ from sluice.errors import InvalidPluginConfigError
 from sluice.plugins.core.context import SetupContext, TaskExecutionContext
 from sluice.plugins.core.phase import ErrorKind, PhaseInfo, Transition
 from sluice.plugins.core.plugin import PluginEntry, PluginProperties
+from sluice.spec.models import TaskSpec
 
 PLUGIN_ID = "shell"
 _TAIL = 4000
@@ -67,6 +68,9 @@ class ShellPlugin:
     @property
     def properties(self) -> PluginProperties:
         return PluginProperties()
+
+    def validate_task(self, task: TaskSpec) -> None:
+        parse_config(task.custom, task.name)
 
     @staticmethod
     def _key(ctx: TaskExecutionContext) -> str:

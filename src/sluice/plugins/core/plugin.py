@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 
 from sluice.plugins.core.context import SetupContext, TaskExecutionContext
 from sluice.plugins.core.phase import Transition
+from sluice.spec.models import TaskSpec
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,10 @@ class Plugin(Protocol):
     (called on abort and timeout). `finalize` is always called once the task is terminal or
     aborted, to release what the attempt holds. An exception from any of them becomes a system
     error of that task, never a crash of the engine.
+
+    A plugin may also offer `validate_task(task: TaskSpec) -> None`, raising
+    InvalidPluginConfigError naming the bad field of the task's config: it is called for every
+    task when an execution is launched, before anything is written.
     """
 
     @property
@@ -57,3 +62,10 @@ class PluginEntry:
     load: PluginLoader
     is_default: bool = False
     default_for_task_types: tuple[str, ...] = field(default=())
+
+
+def validate_task(plugin: object, task: TaskSpec) -> None:
+    """Run the plugin's optional `validate_task` hook on a task."""
+    check = getattr(plugin, "validate_task", None)
+    if check is not None:
+        check(task)

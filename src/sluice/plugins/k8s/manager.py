@@ -14,7 +14,7 @@ from sluice.clock import Clock, SystemClock
 from sluice.errors import PluginError
 from sluice.plugins.core.context import TaskExecutionContext
 from sluice.plugins.core.phase import ErrorKind, PhaseInfo, TaskInfo, Transition
-from sluice.plugins.core.plugin import PluginProperties
+from sluice.plugins.core.plugin import PluginProperties, validate_task
 from sluice.plugins.k8s.cache import RefreshRegistry, WatchCache
 from sluice.plugins.k8s.cleanup import ObjectCleaner, addressed
 from sluice.plugins.k8s.client import KubeClient
@@ -33,6 +33,7 @@ from sluice.plugins.k8s.metadata import MANAGED_SELECTOR, ObjectMetadataPolicy
 from sluice.plugins.k8s.objects import Manifest, ObjectRef, is_being_deleted
 from sluice.plugins.k8s.plugin import AbortBehavior, AbortOverride, K8sPlugin
 from sluice.plugins.k8s.state import STATE_VERSION, ManagerState
+from sluice.spec.models import TaskSpec
 
 SUBMITTED_REASON = "task submitted to Kubernetes"
 MAX_NAME_LENGTH = 63
@@ -88,6 +89,9 @@ class PluginManager:
         self._refresh = RefreshRegistry()
         self._cache = self._watch_cache() if self._config.watch else None
         self._owns_client = owns_client
+
+    def validate_task(self, task: TaskSpec) -> None:
+        validate_task(self._plugin, task)
 
     def _watch_cache(self) -> WatchCache:
         retry = self._config.watch_retry_delay

@@ -18,6 +18,7 @@ import json
 from sluice.clock import Clock
 from sluice.plugins.core.context import TaskExecutionContext
 from sluice.plugins.core.phase import PhaseInfo
+from sluice.plugins.core.plugin import validate_task
 from sluice.plugins.webapi.base import AdapterBase
 from sluice.plugins.webapi.cache import CacheItem, ResourceCache
 from sluice.plugins.webapi.config import PluginConfig
@@ -32,6 +33,7 @@ from sluice.plugins.webapi.interfaces import (
 )
 from sluice.plugins.webapi.metrics import WebApiMetrics
 from sluice.plugins.webapi.state import State, WebApiPhase, load_state, settle, web_api_phase_of
+from sluice.spec.models import TaskSpec
 
 MAX_DELETE_ATTEMPTS = 5
 """Throttled deletes (HTTP 429) tried this many times, each after the service's delay."""
@@ -49,6 +51,9 @@ class AsyncPluginAdapter(AdapterBase):
         super().__init__(plugin_id, plugin, config, metrics, clock)
         self._plugin = plugin
         self.cache = ResourceCache(plugin, self.calls, config.caching, clock)
+
+    def validate_task(self, task: TaskSpec) -> None:
+        validate_task(self._plugin, task)
 
     async def _step(self, ctx: TaskExecutionContext, state: State) -> PhaseInfo:
         if state.phase == WebApiPhase.NOT_STARTED:

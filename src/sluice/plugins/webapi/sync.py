@@ -10,11 +10,13 @@ from __future__ import annotations
 from sluice.clock import Clock
 from sluice.plugins.core.context import TaskExecutionContext
 from sluice.plugins.core.phase import PhaseInfo
+from sluice.plugins.core.plugin import validate_task
 from sluice.plugins.webapi.base import AdapterBase
 from sluice.plugins.webapi.config import PluginConfig
 from sluice.plugins.webapi.interfaces import SyncPlugin
 from sluice.plugins.webapi.metrics import WebApiMetrics
 from sluice.plugins.webapi.state import State, WebApiPhase, settle
+from sluice.spec.models import TaskSpec
 
 
 class SyncPluginAdapter(AdapterBase):
@@ -28,6 +30,9 @@ class SyncPluginAdapter(AdapterBase):
     ) -> None:
         super().__init__(plugin_id, plugin, config, metrics, clock)
         self._plugin = plugin
+
+    def validate_task(self, task: TaskSpec) -> None:
+        validate_task(self._plugin, task)
 
     async def _step(self, ctx: TaskExecutionContext, state: State) -> PhaseInfo:
         if state.phase == WebApiPhase.NOT_STARTED:
