@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import sys
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from sluice.cancellation import wait_event
 from sluice.plugins.core.phase import Phase
 from sluice.spec.phases import NodePhase
 from sluice.store.records import NodeRecord
@@ -82,5 +82,4 @@ async def _follow_lines(
 
 
 async def _pause(done: asyncio.Event, interval: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(done.wait(), interval)
+    await wait_event(done, interval)

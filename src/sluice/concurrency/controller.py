@@ -12,13 +12,12 @@ any step leaves the store consistent: the next leader re-reads it and decides ag
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sluice.cancellation import reraise_cancellation
+from sluice.cancellation import reraise_cancellation, wait_event
 from sluice.clock import Clock
 from sluice.concurrency.caps import CapsService
 from sluice.concurrency.crash import CrashHook
@@ -189,9 +188,7 @@ class ConcurrencyController:
                 log.warning("rewriting waiting reasons failed; retrying", exc_info=True)
 
     async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), max(seconds, 0.0))
-        reraise_cancellation()  # Python 3.11's wait_for can drop a cancel that races its end
+        await wait_event(self._wake, seconds)
         self._wake.clear()
 
     async def rebuild(self) -> None:

@@ -7,12 +7,11 @@ the owner was a process on this host that no longer exists)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
 
 from sluice.cache import Catalog
-from sluice.cancellation import reraise_cancellation
+from sluice.cancellation import reraise_cancellation, wait_event
 from sluice.config import CacheConfig, ResourcesConfig
 from sluice.engine.cache_gate import CacheGate
 from sluice.engine.claims import ClaimsGate
@@ -28,6 +27,7 @@ from sluice.store.store import Store
 
 log = logging.getLogger(__name__)
 _WORKERS = 4
+_STOP_GRACE = 10.0
 
 
 class Engine:
@@ -212,8 +212,7 @@ class Engine:
             except Exception:
                 reraise_cancellation()
                 log.exception("claiming executions failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._claim_wanted.wait(), self.s.config.resync_interval / 2)
+            await wait_event(self._claim_wanted, self.s.config.resync_interval / 2)
             self._claim_wanted.clear()
 
     async def _every(self, seconds: float, work: Callable[[], object], what: str) -> None:
@@ -270,9 +269,10 @@ class Engine:
             unsubscribe()
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if self._tasks:
+            _, stuck = await asyncio.wait(self._tasks, timeout=_STOP_GRACE)
+            for task in stuck:  # never hang a shutdown on a loop that ignored its cancel
+                log.error("engine loop %s did not stop within %ss", task.get_name(), _STOP_GRACE)
         self.scheduling.cancel_timers()
         self._tasks.clear()
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from sluice.cancellation import wait_event
 from sluice.clock import Clock, SystemClock
 from sluice.errors import NotFoundError
 from sluice.plugins.core.context import SetupContext, TaskExecutionMetadata
@@ -138,6 +138,5 @@ async def drive(
         if transition.info.phase.is_terminal():
             await plugin.finalize(ctx)
             return seen
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ctx.refreshed.wait(), interval)
+        await wait_event(ctx.refreshed, interval)
     raise AssertionError(f"plugin {plugin.id} did not finish in {max_rounds} rounds: {seen[-1]}")
