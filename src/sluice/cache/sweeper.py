@@ -7,6 +7,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from sluice.cancellation import reraise_cancellation
 from sluice.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -49,4 +50,5 @@ class Sweeper:
             try:
                 await self._sweep()
             except Exception:
+                reraise_cancellation()
                 log.warning("sweeping expired cache reservations failed", exc_info=True)

@@ -17,6 +17,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from sluice.cancellation import reraise_cancellation
 from sluice.clock import Clock
 from sluice.config import ResourcesConfig
 from sluice.errors import InvalidArgumentError, InvalidQuotaError
@@ -279,6 +280,7 @@ class QuotaManager:
         try:
             await self.sweep()
         except Exception:
+            reraise_cancellation()
             log.warning("resource sweep failed; retrying next interval", exc_info=True)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from sluice.cancellation import reraise_cancellation
 from sluice.clock import Clock, SystemClock
 from sluice.store import schema
 from sluice.store.database import Database, sqlite_data_version_connection
@@ -175,6 +176,7 @@ class Notifier:
                 table = schema.notifications
                 await conn.execute(sa.delete(table).where(table.c.created_at < cutoff))
         except Exception:
+            reraise_cancellation()
             log.warning("could not purge old notifications", exc_info=True)
 
     # PostgreSQL: LISTEN on a dedicated autocommit connection; reconnect when it drops.
@@ -199,6 +201,7 @@ class Notifier:
                     channel, _, payload = note.payload.partition(_SEPARATOR)
                     self.deliver_local(channel, payload)
             except Exception as exc:  # the connection dropped: reconnect, then wake everyone
+                reraise_cancellation()
                 log.warning("lost the notification connection (%s); reconnecting", exc)
             await self._pg_close()
             delay = await self._pg_reconnect(delay)
@@ -211,6 +214,7 @@ class Notifier:
                 await self._pg_connect()
                 return self._poll_interval
             except Exception as exc:
+                reraise_cancellation()
                 delay = min(_RECONNECT_MAX, delay * 2)
                 log.warning(
                     "reconnecting for notifications failed (%s); next try in %.1fs", exc, delay

@@ -13,6 +13,7 @@ import copy
 import logging
 from collections.abc import Callable
 
+from sluice.cancellation import reraise_cancellation
 from sluice.clock import Clock
 from sluice.plugins.k8s.client import KubeClient
 from sluice.plugins.k8s.errors import KubeGoneError
@@ -78,6 +79,7 @@ class _Informer:
             except KubeGoneError:
                 version = ""
             except Exception as exc:  # reads fall back to the API server meanwhile
+                reraise_cancellation()
                 logger.warning(
                     "watch of %s in %s failed, retrying: %r", self.kind, self.namespace, exc
                 )

@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sluice.cancellation import reraise_cancellation
 from sluice.clock import Clock
 from sluice.plugins.core.context import SecretManager
 from sluice.plugins.core.phase import ErrorKind, PhaseInfo
@@ -121,6 +122,7 @@ class ResourceCache:
             try:
                 await self._sync(key)
             except Exception:  # a bug in a plugin's get must not stop the poller
+                reraise_cancellation()
                 log.exception("web-API cache: polling %s failed unexpectedly", key)
             finally:
                 self._queued.discard(key)

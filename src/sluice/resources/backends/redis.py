@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from importlib import resources as package_files
 from typing import Any
 
+from sluice.cancellation import reraise_cancellation
 from sluice.errors import BackendUnavailableError, MissingDependencyError, UnknownNamespaceError
 from sluice.resources.admission import Ask
 from sluice.resources.backends._shared import WaiterRecord, build_snapshot
@@ -204,6 +205,7 @@ class RedisBackend(ResourceBackend):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                reraise_cancellation()
                 log.warning("resource wake-ups from redis interrupted: %s", exc)
                 await asyncio.sleep(_RETRY_PAUSE)
 
