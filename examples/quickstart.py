@@ -72,7 +72,8 @@ async def _two_runs_share_one_computation() -> None:
         print(f"execution {run.id} {run.phase.value}: {run.outputs}")
         for event in await events_of(run.id):
             if event.node_id == "train":
-                print(f"    train {event.phase}: {event.reason}")
+                reason = f": {event.reason}" if event.reason else ""
+                print(f"    train {event.phase}{reason}")
 
 
 if __name__ == "__main__":
