@@ -17,6 +17,7 @@ transaction for the other processes. A subscriber may hear of one change more th
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from collections.abc import Callable, Collection
@@ -79,6 +80,10 @@ class Catalog:
         self._clock = clock
         self._notifier = notifier
         self._callbacks: list[Callback] = []
+        self._reads: dict[str, tuple[int, asyncio.Task[CacheEntry | None]]] = {}
+        """Key -> the wake count when its in-flight entry read began, and that read."""
+        self._wakes = 0
+        """Wake-ups seen (any key, any process): a read begun before one may be stale."""
         self.max_heartbeat = _positive(
             config.max_reservation_heartbeat, DEFAULT_MAX_RESERVATION_HEARTBEAT
         )
@@ -115,11 +120,19 @@ class Catalog:
 
     # Entries.
 
-    async def get(self, key: str, *, max_age: float | None = None) -> CacheEntry | None:
+    async def get(
+        self, key: str, *, max_age: float | None = None, fresh: bool = False
+    ) -> CacheEntry | None:
         """The entry of `key`, or None (a miss) if there is none or it is older than `max_age`
-        seconds (the task's CacheSpec.max_age)."""
+        seconds (the task's CacheSpec.max_age).
+
+        Concurrent gets of one key share one read (a herd woken by a put costs one query per
+        process), as long as no wake-up arrived since that read began: a get that follows a
+        wake-up never joins a read that may predate the put. `fresh` never joins a read begun
+        before the call.
+        """
         _require_max_age(max_age)
-        entry = await self._repo.entries.get(key)
+        entry = await self._read_entry(key, fresh)
         if (
             entry is not None
             and max_age is not None
@@ -128,6 +141,22 @@ class Catalog:
             entry = None
         (self.metrics.misses if entry is None else self.metrics.hits).inc()
         return entry
+
+    async def _read_entry(self, key: str, fresh: bool) -> CacheEntry | None:
+        shared = self._reads.get(key)
+        if shared is None or fresh or shared[0] != self._wakes:
+            read = asyncio.ensure_future(self._repo.entries.get(key))
+            shared = (self._wakes, read)
+            self._reads[key] = shared
+            read.add_done_callback(lambda done: self._forget_read(key, done))
+        # Shielded: a caller that is cancelled stops waiting, the others still get the answer.
+        return await asyncio.shield(shared[1])
+
+    def _forget_read(self, key: str, read: asyncio.Future[CacheEntry | None]) -> None:
+        if self._reads.get(key, (0, None))[1] is read:
+            del self._reads[key]
+        if not read.cancelled():
+            read.exception()  # retrieved, so an error nobody awaited is not logged as lost
 
     async def put(
         self, key: str, entry: CacheEntry, overwrite: bool = False, *, max_age: float | None = None
@@ -221,7 +250,12 @@ class Catalog:
         swept, in this process or (with a notifier) another one. Returns an unsubscribe
         function. Callbacks run on the event loop: they must be quick and never block."""
         self._callbacks.append(callback)
-        remote = self._notifier.subscribe(CACHE_CHANNEL, callback) if self._notifier else None
+
+        def from_elsewhere(key: str) -> None:
+            self._wakes += 1
+            callback(key)
+
+        remote = self._notifier.subscribe(CACHE_CHANNEL, from_elsewhere) if self._notifier else None
 
         def unsubscribe() -> None:
             if callback in self._callbacks:
@@ -232,6 +266,7 @@ class Catalog:
         return unsubscribe
 
     def _wake(self, key: str) -> None:
+        self._wakes += 1
         for callback in list(self._callbacks):
             try:
                 callback(key)
