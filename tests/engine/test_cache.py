@@ -7,6 +7,9 @@ import asyncio
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
+from sluice.cache import CacheEntry, Reservation
 from sluice.runtime import Runtime
 from sluice.spec.phases import CacheStatus, ExecutionPhase, ReservationStatus
 from support.engine import outcome, run
@@ -78,3 +81,37 @@ async def test_concurrent_serializable_runs_compute_once(
     assert statuses == ["HIT", "HIT", "POPULATED"]
     owner = next(r for r in results if r.nodes["expensive"].cache_status is CacheStatus.POPULATED)
     assert owner.nodes["expensive"].reservation_status is ReservationStatus.RELEASED
+
+
+async def test_a_result_put_between_lookup_and_claim_is_used_not_recomputed(
+    runtime: Runtime,
+    flows: ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The previous owner puts and releases after this node's lookup missed and before its
+    # claim: the claim succeeds, and the node must find the result rather than compute it.
+    catalog = await runtime.open_catalog()
+    claim = catalog.get_or_extend_reservation
+    finished_first: list[str] = []
+
+    async def previous_owner_finishes_in_between(
+        key: str, owner_id: str, heartbeat: float
+    ) -> Reservation:
+        if not finished_first:
+            finished_first.append(key)
+            await claim(key, "xprev/expensive", heartbeat)
+            await catalog.put(key, CacheEntry({"o0": 42}, "expensive", "1"))
+            await catalog.release_reservation(key, "xprev/expensive")
+        return await claim(key, owner_id, heartbeat)
+
+    monkeypatch.setattr(catalog, "get_or_extend_reservation", previous_owner_finishes_in_between)
+    result = await run(runtime, flows.herd, directory=str(tmp_path))
+    assert finished_first
+    assert result.record.phase is ExecutionPhase.SUCCEEDED
+    assert result.record.outputs == {"o0": 42}
+    assert _runs(tmp_path, "expensive.runs") == 0
+    node = result.nodes["expensive"]
+    assert node.cache_status is CacheStatus.HIT
+    assert node.reservation_status is ReservationStatus.RELEASED
+    assert await catalog.list_reservations() == []

@@ -59,11 +59,13 @@ class CacheGate:
             return None
         return await self._reserve(ex, node)
 
-    async def _lookup(self, ex: ExecutionState, node: NodeState) -> PhaseInfo | None:
+    async def _lookup(
+        self, ex: ExecutionState, node: NodeState, *, fresh: bool = False
+    ) -> PhaseInfo | None:
         rec = node.record
         try:
             entry = await self.catalog.get(
-                self._key(ex, node), max_age=node.task.metadata.cache.max_age
+                self._key(ex, node), max_age=node.task.metadata.cache.max_age, fresh=fresh
             )
         except SluiceError as exc:
             log.warning("cache lookup of %s/%s failed: %s", ex.id, node.id, exc)
@@ -91,6 +93,13 @@ class CacheGate:
             self._wait_for(self._key(ex, node), ex.id, node.id, now + 1.0)
             return PhaseInfo.waiting_for_cache(0, f"cannot reach the reservation store: {exc}")
         if held.owner_id == owner:
+            # The previous owner may have put and released between our lookup and this claim:
+            # look again (a read begun after the claim) so that the result is computed once.
+            hit = await self._lookup(ex, node, fresh=True)
+            if hit is not None:
+                rec.reservation_status = ReservationStatus.ACQUIRED
+                await self.release(ex, node)
+                return hit
             rec.reservation_status = ReservationStatus.ACQUIRED
             node.heartbeat_at = now + held.heartbeat_interval
             self._waited(node)
