@@ -5,10 +5,12 @@ waiters (8 and 32) in OTHER processes wait for it; the figure is the time from j
 owner's `Catalog.put` to the moment the LAST waiter has the entry, per round (p50/p99/max),
 on SQLite and PostgreSQL. Target: p99 under 50 ms (upstream re-checks every 10 s).
 
-Each waiter is what an engine is to the cache: its own Database, Notifier (production poll
-interval: SQLite polls `PRAGMA data_version` every 20 ms; PostgreSQL LISTENs) and Catalog
-(started, with its sweeper; the database clock on PostgreSQL), subscribed through
-`Catalog.subscribe` to the engine's own `Scheduling.on_cache_key`. A round does what the
+A waiter is a waiting node, hosted by an engine; the engine is built as Runtime and Engine
+build it: its own Database, Notifier (production poll interval: SQLite polls
+`PRAGMA data_version` every 20 ms; PostgreSQL LISTENs), Catalog (started, with its sweeper;
+the database clock on PostgreSQL) and Scheduling, the Catalog subscribed once through
+`Catalog.subscribe` to `Scheduling.on_cache_key`, and a queue of woken waiters drained by the
+engine's workers (`engine_workers`, Engine's 4). A round does, for each waiter, what the
 engine's cache gate does: `get` (a miss), `get_or_extend_reservation` (the owner's, so the
 waiter holds none), `Scheduling.wait_for_cache(..., at_latest=expires_at)` (the slow fallback
 timer), then it tells the owner it is ready. The owner puts (then releases, as the engine
@@ -16,15 +18,28 @@ does) only once every waiter of the herd is ready. A wake-up (or the timer) re-e
 waiter, which re-runs `get` until it sees the entry and reports `time.monotonic()` then
 (CLOCK_MONOTONIC: one clock for every process on the machine).
 
-Hosting: by default one waiter per process (a herd of 32 is 32 processes, even on 2 cores);
-`--waiters-per-process K` packs K waiters, each still with its own connections, in one
-process. The processes are spawned once and kept across rounds, herds and backends; a herd
-opens its waiters' connections in only as many of them as it needs. Two warm-up rounds per
-herd are not counted. To show whether CPU contention, rather than the notification, decides
-the figure, each line also gives the put to the last waiter's notice (`put_to_last_notice_ms`)
-and the longest notice-to-entry time of a waiter (`notice_to_result_max_ms`). Each round uses
-a fresh key. On PostgreSQL each waiter holds two connections (pool and LISTEN): a herd that
-would not fit in max_connections is reported skipped.
+Hosting (`hosting` in each line), two shapes:
+- "processes" (the worst case): every waiter is an engine of its own, one per process (a herd
+  of 32 is 32 processes, even on 2 cores); `--waiters-per-process K` packs K such engines,
+  each still with its own connections, in one process.
+- "engines" (how production looks): `--engines E` spreads a herd over E engine processes as
+  evenly as possible (`waiters_per_engine`: the most any engine hosts), each ONE engine whose
+  waiters share its Database, Notifier, Catalog and Scheduling: one notice per engine wakes
+  its waiters, their re-checks share the engine's workers and connection pool, and
+  concurrent `get`s of the key may share one read.
+With neither option both shapes run: one waiter per process and 4 engines (a herd of 8 is
+4 engines x 2 waiters, a herd of 32 is 4 x 8); with either, only the shapes given.
+
+The processes are spawned once (as many as the largest hosting needs) and kept across
+rounds, herds, hostings and backends; a herd opens its engines in only as many of them as it
+needs. Two warm-up rounds per herd and hosting are not counted. To show whether CPU
+contention, rather than the notification, decides the figure, each line also gives the put
+to the last engine's notice (`put_to_last_notice_ms`) and the longest time from a waiter's
+engine's notice to the waiter having the entry (`notice_to_result_max_ms`; with several
+waiters per engine it includes the wait for a worker). Each round uses a fresh key. On
+PostgreSQL an engine holds a LISTEN connection and one pooled connection per concurrent
+operation (at most one per worker): a herd that would not fit in max_connections is reported
+skipped.
 
 Reservation calls/s: one client (one Catalog) calling `get_or_extend_reservation` in a loop,
 for each of: extending its own reservation of one key, acquiring a fresh key each call, and
@@ -34,10 +49,12 @@ SQLite runs on a temporary file; PostgreSQL on a fresh database (`sluice_bench_<
 created through the admin URL, upgraded, dropped WITH (FORCE) at the end). An unreachable
 PostgreSQL prints a "skipped" line. One JSON line per measurement set.
 
-    .venv/bin/python bench/cache.py                     # both backends, herds 8 and 32
+    .venv/bin/python bench/cache.py                     # both backends, herds 8 and 32, both
+                                                        # hostings
     .venv/bin/python bench/cache.py --quick             # 10 rounds, 0.5 s per call mode
     .venv/bin/python bench/cache.py --backends sqlite --herds 8 --rounds 100
     .venv/bin/python bench/cache.py --waiters-per-process 4
+    .venv/bin/python bench/cache.py --engines 2         # engine-hosted herds only
 """
 
 from __future__ import annotations
@@ -62,11 +79,14 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from prometheus_client import CollectorRegistry
 
 from sluice.cache import CacheEntry, Catalog, Reservation
 from sluice.clock import SystemClock
 from sluice.config import CacheConfig, EngineConfig
+from sluice.engine.engine import _WORKERS as ENGINE_WORKERS
 from sluice.engine.scheduling import Scheduling
 from sluice.store.database import Database
 from sluice.store.notify import WAKE_ALL, Notifier
@@ -77,6 +97,7 @@ OWNER = "bench-owner"
 OTHER_OWNER = "bench-other-owner"
 ENTRY = CacheEntry({"y": 1}, "bench.expensive", "v1")
 WARMUP_ROUNDS = 2
+DEFAULT_ENGINES = 4  # the engines of the default run's engine-hosted herds
 REPORT_TIMEOUT = 90.0  # a bound on a hang (lost wake-ups still arrive by the 30 s timer)
 # The poll interval of the SQLite notifier: Notifier's default, which the runtime uses.
 SQLITE_POLL_MS = round(inspect.signature(Notifier).parameters["poll_interval"].default * 1000)
@@ -87,86 +108,133 @@ Queue = Any  # a multiprocessing queue of Message (its class is not generic at r
 # Waiter processes.
 
 
-class Waiter:
-    """One engine's view of the cache, waiting for one key per round as the engine does."""
+class BenchEngine:
+    """One engine's cache machinery hosting waiting nodes, as Runtime and Engine build it:
+    ONE Database, Notifier, Catalog and Scheduling shared by every waiter it hosts, the
+    catalog subscribed once to `Scheduling.on_cache_key` (Engine.start), and the engine's
+    queue of woken executions drained by ENGINE_WORKERS workers (Engine._work)."""
 
     def __init__(
-        self, name: str, db: Database, notifier: Notifier, catalog: Catalog, results: Queue
+        self,
+        name: str,
+        db: Database,
+        notifier: Notifier,
+        catalog: Catalog,
+        names: Sequence[str],
+        results: Queue,
     ) -> None:
         self.name, self.db, self.notifier, self.catalog = name, db, notifier, catalog
         self.results = results
         self.scheduling = Scheduling(
             EngineConfig(), SystemClock(), self._enqueue, _no_node, None, {}
         )
-        self.woken: asyncio.Queue[str] = asyncio.Queue()
-        self.key: str | None = None
+        self.waiters = {name: Waiter(name, self) for name in names}
+        self.queue: asyncio.Queue[str] = asyncio.Queue()
+        self.queued: set[str] = set()
+        self.key: str | None = None  # this round's key
+        self.pending = 0  # waiters of this round that have not seen the entry yet
         self.noticed_at: float | None = None
-        self.rechecks = 0
         self.unsubscribe = catalog.subscribe(self._on_key)  # as Engine.start does
-        self.worker = asyncio.create_task(self._work())
+        self.workers = [asyncio.create_task(self._work()) for _ in range(ENGINE_WORKERS)]
 
     @classmethod
-    async def open(cls, url: str, name: str, results: Queue) -> Waiter:
+    async def open(cls, url: str, name: str, names: Sequence[str], results: Queue) -> BenchEngine:
         db = await Database.open(url)
-        notifier = Notifier(db, name)
+        notifier = Notifier(db, name, clock=SystemClock())  # as Runtime does
         clock = None if db.dialect == "postgresql" else SystemClock()  # as Runtime does
-        catalog = await Catalog.open(db, clock=clock, config=CacheConfig(), notifier=notifier)
-        waiter = cls(name, db, notifier, catalog, results)
+        catalog = await Catalog.open(
+            db, clock=clock, config=CacheConfig(), metrics=CollectorRegistry(), notifier=notifier
+        )
+        engine = cls(name, db, notifier, catalog, names, results)
         await notifier.start()  # everything committed from now on is delivered
         await catalog.start()
-        return waiter
+        return engine
 
     def _on_key(self, key: str) -> None:
-        if self.key is not None and self.noticed_at is None and key in (self.key, WAKE_ALL):
+        if self.pending and self.noticed_at is None and key in (self.key, WAKE_ALL):
             self.noticed_at = time.monotonic()
         self.scheduling.on_cache_key(key)
 
     def _enqueue(self, execution_id: str, node_ids: Iterable[str]) -> None:
-        for node_id in node_ids:
-            self.woken.put_nowait(node_id)  # node id = the key waited for
-
-    async def begin(self, key: str) -> None:
-        """The cache gate's first pass on a fresh key: a miss, someone else's reservation."""
-        self.key, self.noticed_at, self.rechecks = key, None, 0
-        if await self._check(key):
-            raise RuntimeError(f"{key} was cached before the owner put it")
-        self.results.put(("ready", key, self.name))
-
-    async def _check(self, key: str) -> bool:
-        """True on a hit; else wait (subscribed, and a timer at the reservation's expiry)."""
-        if await self.catalog.get(key) is not None:
-            return True
-        held = await self.catalog.get_or_extend_reservation(key, self.name, HEARTBEAT)
-        if held.owner_id == self.name:
-            raise RuntimeError(f"waiter {self.name} acquired {key}: the owner should hold it")
-        self.scheduling.wait_for_cache(key, self.name, key, held.expires_at)
-        return False
+        """Engine.enqueue: note the node (id = the key waited for), queue the execution once."""
+        waiter = self.waiters.get(execution_id)
+        if waiter is None:
+            return
+        waiter.todo.update(node_ids)
+        if execution_id not in self.queued:
+            self.queued.add(execution_id)
+            self.queue.put_nowait(execution_id)
 
     async def _work(self) -> None:
         try:
             while True:
-                key = await self.woken.get()
-                if key != self.key:
-                    continue  # a timer of an earlier round
-                self.rechecks += 1
-                if await self._check(key):
-                    got_at = time.monotonic()
-                    self.key = None
-                    self.results.put(
-                        ("hit", key, self.name, got_at, self.noticed_at, self.rechecks)
-                    )
+                execution_id = await self.queue.get()
+                self.queued.discard(execution_id)
+                await self.waiters[execution_id].recheck()
         except Exception as exc:
             self.results.put(("error", self.name, repr(exc)))
 
+    async def begin(self, key: str) -> None:
+        """A round: every hosted waiter takes the cache gate's first pass on `key`, in turn."""
+        self.key, self.pending, self.noticed_at = key, len(self.waiters), None
+        for waiter in self.waiters.values():
+            await waiter.begin(key)
+
     async def close(self) -> None:
         self.unsubscribe()
-        self.worker.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.worker
+        for worker in self.workers:
+            worker.cancel()
+        for worker in self.workers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await worker
         self.scheduling.cancel_timers()
         await self.catalog.close()
         await self.notifier.close()
         await self.db.close()
+
+
+class Waiter:
+    """A waiting node of an engine (its own execution), going through the cache gate."""
+
+    def __init__(self, name: str, engine: BenchEngine) -> None:
+        self.name, self.engine = name, engine
+        self.key: str | None = None  # the key waited for; None once seen (or between rounds)
+        self.todo: set[str] = set()  # keys woken for since the last check (ExecutionState.todo)
+        self.rechecks = 0
+        self.checking = asyncio.Lock()  # two workers never check one waiter at once
+
+    async def begin(self, key: str) -> None:
+        """The cache gate's first pass on a fresh key: a miss, someone else's reservation."""
+        self.key, self.rechecks = key, 0
+        if await self._check(key):
+            raise RuntimeError(f"{key} was cached before the owner put it")
+        self.engine.results.put(("ready", key, self.name))
+
+    async def recheck(self) -> None:
+        """Woken (by a notice or the timer): re-run the gate if woken for this round's key."""
+        async with self.checking:
+            todo, self.todo = self.todo, set()
+            key = self.key
+            if key is None or key not in todo:
+                return  # a timer of an earlier round, or already seen
+            self.rechecks += 1
+            if await self._check(key):
+                got_at = time.monotonic()
+                self.key = None
+                self.engine.pending -= 1
+                noticed_at = self.engine.noticed_at
+                self.engine.results.put(("hit", key, self.name, got_at, noticed_at, self.rechecks))
+
+    async def _check(self, key: str) -> bool:
+        """True on a hit; else wait (subscribed, and a timer at the reservation's expiry)."""
+        catalog = self.engine.catalog
+        if await catalog.get(key) is not None:
+            return True
+        held = await catalog.get_or_extend_reservation(key, self.name, HEARTBEAT)
+        if held.owner_id == self.name:
+            raise RuntimeError(f"waiter {self.name} acquired {key}: the owner should hold it")
+        self.engine.scheduling.wait_for_cache(key, self.name, key, held.expires_at)
+        return False
 
 
 def _no_node(execution_id: str, node_id: str) -> None:
@@ -186,35 +254,42 @@ def _next_command(commands: Queue) -> Message | None:
 
 
 def host_main(index: int, commands: Queue, results: Queue) -> None:
-    """A waiter process: one session (url, waiter names) per herd, until a None command."""
+    """A waiter process: one session (url, engines) per herd, until a None command."""
     serving = True
     while serving and (command := _next_command(commands)) is not None:
         if command[0] != "session":
             continue  # what was left for a session that failed
-        _, url, names, tag = command
+        _, url, engines, tag = command
         try:
-            serving = asyncio.run(_host_session(index, url, names, tag, commands, results))
+            serving = asyncio.run(_host_session(index, url, engines, tag, commands, results))
         except Exception as exc:
             results.put(("error", f"host-{index}", repr(exc)))
 
 
 async def _host_session(
-    index: int, url: str, names: list[str], tag: str, commands: Queue, results: Queue
+    index: int,
+    url: str,
+    engines: list[tuple[str, list[str]]],
+    tag: str,
+    commands: Queue,
+    results: Queue,
 ) -> bool:
-    """Run the herd's rounds until "end" (True: serve on) or None (False: exit)."""
-    waiters: list[Waiter] = []
+    """Run the herd's rounds until "end" (True: serve on) or None (False: exit).
+
+    `engines`: (engine name, the names of the waiters it hosts) per engine in this process."""
+    opened: list[BenchEngine] = []
     try:
-        for name in names:
-            waiters.append(await Waiter.open(url, name, results))
+        for name, waiters in engines:
+            opened.append(await BenchEngine.open(url, name, waiters, results))
         results.put(("up", tag, index))
         while (command := await asyncio.to_thread(_next_command, commands)) is not None:
             if command[0] == "end":
                 break
-            for waiter in waiters:
-                await waiter.begin(command[1])
+            for engine in opened:
+                await engine.begin(command[1])
     finally:
-        for waiter in waiters:
-            await waiter.close()
+        for engine in opened:
+            await engine.close()
     results.put(("closed", tag, index))
     return command is not None
 
@@ -228,10 +303,9 @@ class Hosts:
     procs: list[BaseProcess]
     commands: list[Queue]
     results: Queue
-    per_process: int
 
     @classmethod
-    def spawn(cls, count: int, per_process: int) -> Hosts:
+    def spawn(cls, count: int) -> Hosts:
         ctx = multiprocessing.get_context("spawn")
         results = ctx.Queue()
         commands = [ctx.Queue() for _ in range(count)]
@@ -241,7 +315,7 @@ class Hosts:
         ]
         for proc in procs:
             proc.start()
-        return cls(procs, commands, results, per_process)
+        return cls(procs, commands, results)
 
     def stop(self) -> None:
         for commands in self.commands:
@@ -347,17 +421,43 @@ def spread(waiters: int, hosts: int) -> list[int]:
     return [waiters // hosts + (1 if i < waiters % hosts else 0) for i in range(hosts)]
 
 
+@dataclass(frozen=True)
+class Hosting:
+    """How a herd is hosted. "processes": every waiter is an engine of its own (its own
+    Database, Notifier, Catalog and Scheduling), `size` of them per process. "engines": the
+    herd is spread over `size` engine processes, each one engine shared by its waiters."""
+
+    kind: Literal["processes", "engines"]
+    size: int
+
+    def layout(self, herd: int) -> list[list[int]]:
+        """Per process used, the number of waiters of each engine it hosts."""
+        if self.kind == "processes":
+            return [[1] * count for count in spread(herd, math.ceil(herd / self.size))]
+        return [[count] for count in spread(herd, min(self.size, herd))]
+
+    def connections(self, herd: int) -> int:
+        """PostgreSQL connections the herd may hold: per engine, its LISTEN connection and
+        one pooled connection per concurrent operation (at most one per worker)."""
+        engines = [waiters for process in self.layout(herd) for waiters in process]
+        return sum(1 + min(waiters, ENGINE_WORKERS) for waiters in engines)
+
+
 async def measure_herd(
-    owner: Owner, hosts: Hosts, url: str, backend: str, herd: int, rounds: int
+    owner: Owner, hosts: Hosts, url: str, backend: str, herd: int, hosting: Hosting, rounds: int
 ) -> dict[str, Any]:
-    counts = spread(herd, math.ceil(herd / hosts.per_process))
-    used = list(range(len(counts)))
-    tag = f"{backend}-{herd}-{secrets.token_hex(3)}"
+    layout = hosting.layout(herd)
+    used = list(range(len(layout)))
+    tag = f"{backend}-{herd}-{hosting.kind}-{secrets.token_hex(3)}"
     first = 0
-    for index, count in zip(used, counts, strict=True):
-        names = [f"bench-waiter-{first + i}" for i in range(count)]
-        first += count
-        hosts.commands[index].put(("session", url, names, tag))
+    for index, engines in zip(used, layout, strict=True):
+        session: list[tuple[str, list[str]]] = []
+        for count in engines:
+            names = [f"bench-waiter-{first + i}" for i in range(count)]
+            first += count
+            engine = names[0] if hosting.kind == "processes" else f"bench-engine-{index}"
+            session.append((engine, names))
+        hosts.commands[index].put(("session", url, session, tag))
     try:
         await hosts.collect("up", tag, len(used))
         measured: list[Round] = []
@@ -370,11 +470,11 @@ async def measure_herd(
         for index in used:
             hosts.commands[index].put(("end",))
     await hosts.collect("closed", tag, len(used))
-    return herd_line(backend, herd, len(used), hosts.per_process, measured)
+    return herd_line(backend, herd, hosting, layout, measured)
 
 
 def herd_line(
-    backend: str, herd: int, processes: int, per_process: int, rounds: list[Round]
+    backend: str, herd: int, hosting: Hosting, layout: list[list[int]], rounds: list[Round]
 ) -> dict[str, Any]:
     last = summary([r.last_ms for r in rounds])
     notices = [r.last_notice_ms for r in rounds if r.last_notice_ms is not None]
@@ -384,6 +484,7 @@ def herd_line(
         if backend == "sqlite"
         else "LISTEN/NOTIFY"
     )
+    engines = [waiters for process in layout for waiters in process]
     return {
         "bench": "cache",
         "measure": "herd_wakeup",
@@ -391,8 +492,14 @@ def herd_line(
         "herd": herd,
         "rounds": len(rounds),
         "warmup_rounds": WARMUP_ROUNDS,
-        "waiter_processes": processes,
-        "waiters_per_process": per_process,
+        "hosting": hosting.kind,
+        "waiter_processes": len(layout),
+        "waiters_per_process": (
+            hosting.size if hosting.kind == "processes" else max(map(sum, layout))
+        ),
+        "engines": len(engines),
+        "waiters_per_engine": max(engines),
+        "engine_workers": ENGINE_WORKERS,
         "cpus": os.cpu_count(),
         "notifier": notifier,
         "put_to_last_waiter_ms": last,
@@ -486,11 +593,20 @@ async def bench_backend(url: str, backend: str, args: argparse.Namespace, hosts:
     owner = await Owner.open(url)
     try:
         for herd in args.herds:
-            short = pg_headroom_shortfall(url, herd) if backend == "postgresql" else None
-            if short is not None:
-                emit(skipped(backend, short, "herd_wakeup", herd=herd))
-                continue
-            emit(await measure_herd(owner, hosts.get(), url, backend, herd, args.rounds))
+            for hosting in args.hostings:
+                short = (
+                    pg_headroom_shortfall(url, hosting.connections(herd))
+                    if backend == "postgresql"
+                    else None
+                )
+                if short is not None:
+                    extra = {"herd": herd, "hosting": hosting.kind, "size": hosting.size}
+                    emit(skipped(backend, short, "herd_wakeup", **extra))
+                    continue
+                line = await measure_herd(
+                    owner, hosts.get(), url, backend, herd, hosting, args.rounds
+                )
+                emit(line)
         emit(await measure_calls(owner, backend, args.seconds))
     finally:
         await owner.close()
@@ -501,9 +617,9 @@ def skipped(backend: str, reason: str, measure: str = "all", **extra: Any) -> di
     return {**line, "skipped": True, "reason": reason}
 
 
-def pg_headroom_shortfall(url: str, herd: int) -> str | None:
-    """Why a herd would not fit in max_connections (each waiter: a pooled and a LISTEN
-    connection), or None."""
+def pg_headroom_shortfall(url: str, herd_connections: int) -> str | None:
+    """Why a herd holding `herd_connections` (and the owner: a pooled and a LISTEN
+    connection) would not fit in max_connections, or None."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
@@ -513,20 +629,20 @@ def pg_headroom_shortfall(url: str, herd: int) -> str | None:
             " - (SELECT count(*) FROM pg_stat_activity)"
         ).fetchone()
     free = int(row[0]) if row else 0
-    needed = 2 * herd + 2
+    needed = herd_connections + 2
     return None if free >= needed else f"{needed} connections needed, {free} free"
 
 
 class LazyHosts:
     """Spawns the waiter processes when a herd first needs them (not at all if none does)."""
 
-    def __init__(self, count: int, per_process: int) -> None:
-        self.count, self.per_process = count, per_process
+    def __init__(self, count: int) -> None:
+        self.count = count
         self.hosts: Hosts | None = None
 
     def get(self) -> Hosts:
         if self.hosts is None:
-            self.hosts = Hosts.spawn(self.count, self.per_process)
+            self.hosts = Hosts.spawn(self.count)
         return self.hosts
 
     def stop(self) -> None:
@@ -586,7 +702,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--rounds",
         type=int,
         default=None,
-        help="measured rounds per herd (default: 50; --quick: 10)",
+        help="measured rounds per herd and hosting (default: 50; --quick: 10)",
     )
     parser.add_argument(
         "--seconds",
@@ -597,8 +713,18 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--waiters-per-process",
         type=int,
-        default=1,
-        help="waiters hosted per process, each with its own connections (default: 1)",
+        default=None,
+        metavar="K",
+        help="host each waiter as an engine of its own, K per process (default: 1)",
+    )
+    parser.add_argument(
+        "--engines",
+        type=int,
+        default=None,
+        metavar="E",
+        help="spread a herd over E engine processes whose waiters share the engine's Database,"
+        f" Notifier, Catalog and Scheduling (default: {DEFAULT_ENGINES}; with neither hosting"
+        " option both hostings run, with either only those given)",
     )
     parser.add_argument(
         "--pg-admin-url",
@@ -611,8 +737,15 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         args.rounds = 10 if args.quick else 50
     if args.seconds is None:
         args.seconds = 0.5 if args.quick else 3.0
-    if args.rounds < 1 or min(args.herds) < 1 or args.waiters_per_process < 1:
-        parser.error("--rounds, --herds and --waiters-per-process must be positive")
+    sizes = [args.waiters_per_process, args.engines]
+    if args.rounds < 1 or min(args.herds) < 1 or any(n is not None and n < 1 for n in sizes):
+        parser.error("--rounds, --herds, --waiters-per-process and --engines must be positive")
+    if args.waiters_per_process is None and args.engines is None:
+        args.waiters_per_process, args.engines = 1, DEFAULT_ENGINES
+    args.hostings = [
+        *([Hosting("processes", args.waiters_per_process)] if args.waiters_per_process else []),
+        *([Hosting("engines", args.engines)] if args.engines else []),
+    ]
     return args
 
 
@@ -620,9 +753,8 @@ def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     # A SIGTERM cleans up like Ctrl-C: the database is dropped, the waiter processes stopped.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    hosts = LazyHosts(
-        math.ceil(max(args.herds) / args.waiters_per_process), args.waiters_per_process
-    )
+    # The processes are shared by every hosting: as many as the most any herd uses.
+    hosts = LazyHosts(max(len(h.layout(herd)) for h in args.hostings for herd in args.herds))
     try:
         for backend in args.backends:
             (run_sqlite if backend == "sqlite" else run_postgresql)(args, hosts)
