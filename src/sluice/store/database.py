@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,13 +86,44 @@ def _require_psycopg() -> None:
         ) from None
 
 
+_BUSY_TIMEOUT = 30.0
+"""Seconds SQLite waits for a lock before giving up."""
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (see _sqlite_begin)
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout = 30000")
-    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT * 1000)}")
+    _use_wal(cursor)
     cursor.execute("PRAGMA synchronous = NORMAL")
     cursor.close()
+
+
+def _use_wal(cursor: Any) -> None:
+    """Put the file in WAL mode, which it keeps: only the first opens of a new file switch.
+
+    Switching needs the file to itself, and SQLite answers "database is locked" at once rather
+    than waiting out the busy timeout; so connections opening a new file together (several
+    engines started at once) retry here, a few milliseconds apart, for up to the busy timeout.
+    Connect hooks are synchronous: the short sleeps happen only while a new file is contended.
+    """
+    deadline = time.monotonic() + _BUSY_TIMEOUT
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            mode = cursor.fetchone()
+            if mode is not None and str(mode[0]).lower() == "wal":
+                return
+            reason = f"journal mode stayed {mode[0] if mode else None!r}"
+        except Exception as exc:  # the driver's OperationalError, adapted by SQLAlchemy
+            if "locked" not in str(exc):
+                raise
+            reason = str(exc)
+        if time.monotonic() > deadline:
+            raise sqlite3.OperationalError(f"cannot switch to WAL mode: {reason}")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def _sqlite_begin(conn: sa.Connection) -> None:
