@@ -86,7 +86,7 @@ from prometheus_client import CollectorRegistry
 from sluice.cache import CacheEntry, Catalog, Reservation
 from sluice.clock import SystemClock
 from sluice.config import CacheConfig, EngineConfig
-from sluice.engine.engine import _WORKERS as ENGINE_WORKERS
+from sluice.engine.engine import RECONCILE_WORKERS as ENGINE_WORKERS
 from sluice.engine.scheduling import Scheduling
 from sluice.store.database import Database
 from sluice.store.notify import WAKE_ALL, Notifier

@@ -6,8 +6,9 @@ Prints one JSON line: the most jobs in flight (must never pass the quota), the p
 by the service against the read limiter's bound (burst + qps * T for windows of T seconds),
 and the wall time against the ideal (ceil(tasks / quota) job durations).
 
-Until the engine drives plugins, each task is driven here as the engine would: `handle` until
-terminal, waking on `refresh()`, then `finalize`. The tasks share one fair in-memory quota
+Each task's plugin is driven here directly, the way the engine's task handler drives it
+(`handle` until terminal, waking on `refresh()`, then `finalize`), so that the figures are
+the plugin's and the job service's, not the store's. The tasks share one fair in-memory quota
 manager (FIFO waiters, a release wakes the next ones). Upstream's smallest resync interval is
 5 s, so to finish in seconds the plugin, the job service and all figures run on one clock that
 goes `--time-scale` times faster than real time; every figure is in that clock's seconds except

@@ -26,7 +26,8 @@ from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL, Notifier
 from sluice.store.store import Store
 
 log = logging.getLogger(__name__)
-_WORKERS = 4
+RECONCILE_WORKERS = 4
+"""Coroutines that reconcile woken executions concurrently, in each engine."""
 _STOP_GRACE = 10.0
 
 
@@ -256,7 +257,7 @@ class Engine:
             self._claim_loop(),
             self._every(config.execution_lease / 3, self._renew, "renewing execution leases"),
             self._every(config.resync_interval, self._resync, "resync"),
-            *(self._work() for _ in range(_WORKERS)),
+            *(self._work() for _ in range(RECONCILE_WORKERS)),
         ]
         if self.resources is not None:
             loops.append(
