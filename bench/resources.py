@@ -236,10 +236,23 @@ def contend(
         )
         for index in range(clients)
     ]
+    return run_all(processes, results, 120 + seconds)
+
+
+def run_all(
+    processes: Sequence[Any],
+    results: Any,
+    timeout: float,
+    started: Callable[[], None] | None = None,
+) -> list[Any]:
+    """Start the processes, call `started`, and gather each one's ("ok", payload); any
+    ("error", text) raises. Every process is joined, or killed, before this returns."""
     for process in processes:
         process.start()
+    if started is not None:
+        started()
     try:
-        answers = [results.get(timeout=120 + seconds) for _ in processes]
+        answers = [results.get(timeout=timeout) for _ in processes]
     finally:
         for process in processes:
             process.join(timeout=30)
@@ -248,7 +261,7 @@ def contend(
     errors = [text for kind, text in answers if kind == "error"]
     if errors:
         raise RuntimeError("; ".join(errors))
-    return [intervals for _, intervals in answers]
+    return [payload for _, payload in answers]
 
 
 async def contend_in_process(
@@ -364,21 +377,13 @@ def handoffs(target: Target, rounds: int, poll: float) -> list[float]:
             )
             for side in (0, 1)
         ]
-        for process in processes:
-            process.start()
-        for end in ends:
-            end.close()  # so that a side sees EOF if the other one dies
-        try:
-            answers = [results.get(timeout=300) for _ in processes]
-        finally:
-            for process in processes:
-                process.join(timeout=30)
-                if process.is_alive():
-                    process.kill()
-        errors = [text for kind, text in answers if kind == "error"]
-        if errors:
-            raise RuntimeError("; ".join(errors))
-        marks = [mark for _, side_marks in answers for mark in side_marks]
+
+        def close_ends() -> None:
+            for end in ends:
+                end.close()  # so that a side sees EOF if the other one dies
+
+        answers = run_all(processes, results, 300, close_ends)
+        marks = [mark for side_marks in answers for mark in side_marks]
     released = {r: ns for r, kind, ns in marks if kind == "released"}
     granted = {r: ns for r, kind, ns in marks if kind == "granted"}
     return [(granted[r] - released[r]) / 1e6 for r in sorted(released)]
