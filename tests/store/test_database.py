@@ -223,3 +223,34 @@ async def test_unknown_postgresql_database_is_store_unavailable(pg_database_url:
     base = pg_database_url.rpartition("/")[0]
     with pytest.raises(StoreUnavailableError, match="does not exist"):
         await Store.open(f"{base}/sluice_no_such_db_{secrets.token_hex(3)}")
+
+
+@pytest.mark.postgres
+async def test_postgresql_resource_functions_come_and_go_with_revision_0002(
+    empty_pg_url: str,
+) -> None:
+    from alembic import command
+
+    from sluice.store.migrate import alembic_config
+
+    def functions(conn: sa.Connection) -> set[str]:
+        rows = conn.exec_driver_sql(
+            "SELECT proname FROM pg_proc WHERE starts_with(proname, 'sluice_resources_')"
+        )
+        return {row[0] for row in rows}
+
+    def move(conn: sa.Connection, target: str, up: bool) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = conn
+        (command.upgrade if up else command.downgrade)(config, target)
+
+    store = await Store.open(empty_pg_url, upgrade=True)
+    try:
+        async with store.db.begin() as conn:
+            assert "sluice_resources_load" in await conn.run_sync(functions)
+            await conn.run_sync(move, "0001", False)
+            assert await conn.run_sync(functions) == set()
+            await conn.run_sync(move, "head", True)
+            assert len(await conn.run_sync(functions)) == 7
+    finally:
+        await store.close()

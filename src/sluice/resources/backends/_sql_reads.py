@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -34,6 +35,18 @@ async def load_sources(
     }
 
 
+_SOURCE_ORDER: tuple[QuotaSource, ...] = ("operator", "config", "plugin", "default")
+"""The order of the quota columns in a source row of the PostgreSQL functions."""
+
+
+def sources_of(rows: Iterable[Sequence[Any]]) -> dict[str, dict[QuotaSource, int]]:
+    """Quota sources from (namespace, operator, config, plugin, default) rows."""
+    return {
+        row[0]: {s: q for s, q in zip(_SOURCE_ORDER, row[1:], strict=True) if q is not None}
+        for row in rows
+    }
+
+
 @dataclass
 class Loaded:
     """One transaction's view of the claimed namespaces, for the admission rule."""
@@ -52,6 +65,18 @@ async def load_states(
     held = set((await conn.execute(held_query)).scalars())
     usage = await _load_usage(conn, names)
     waiters = await load_waiters(conn, names)
+    return loaded_from(quotas, token, now, held, usage, waiters)
+
+
+def loaded_from(
+    quotas: Mapping[str, int],
+    token: str,
+    now: float,
+    held: Set[str],
+    usage: Mapping[str, Usage],
+    waiters: Mapping[str, Sequence[WaiterRecord]],
+) -> Loaded:
+    """The rule's view of the claimed namespaces from their rows (waiters lapsed or not)."""
     loaded = Loaded({}, {}, lapsed_waiters=False)
     for ns, quota in quotas.items():
         live = [w for w in waiters.get(ns, ()) if w.expires_at > now]
@@ -72,8 +97,13 @@ async def any_lapsed(conn: AsyncConnection, names: Sequence[str], now: float) ->
 
 
 async def _load_usage(conn: AsyncConnection, names: Sequence[str]) -> dict[str, Usage]:
-    usage = {ns: Usage() for ns in names}
     rows = await conn.execute(sa.select(U).where(U.c.namespace.in_(names)))
+    return usage_of(names, rows)
+
+
+def usage_of(names: Iterable[str], rows: Iterable[Sequence[Any]]) -> dict[str, Usage]:
+    """Usage per namespace from (namespace, project, domain, in_use) counter rows."""
+    usage = {ns: Usage() for ns in names}
     for ns, project, domain, in_use in rows:
         if project == ALL:
             usage[ns].total = in_use
@@ -92,25 +122,51 @@ async def load_waiters(
         query = query.where(W.c.namespace.in_(names))
     if live_at is not None:
         query = query.where(W.c.expires_at > live_at)
+    rows = [[row[c] for c in WAITER_COLUMNS] for row in (await conn.execute(query)).mappings()]
+    return waiters_of(rows)
+
+
+WAITER_COLUMNS = (
+    "namespace",
+    "token",
+    "project",
+    "domain",
+    "execution_id",
+    "node_id",
+    "units",
+    "priority",
+    "project_cap",
+    "domain_cap",
+    "first_requested_at",
+    "expires_at",
+    "blocking_scope",
+)
+"""The order of a waiter row's fields, here and in the PostgreSQL functions (migration
+0002)."""
+
+
+def waiters_of(rows: Iterable[Sequence[Any]]) -> dict[str, list[WaiterRecord]]:
+    """Waiter records per namespace from rows in WAITER_COLUMNS order."""
     waiters: dict[str, list[WaiterRecord]] = {}
-    for row in (await conn.execute(query)).mappings():
-        waiters.setdefault(row["namespace"], []).append(_waiter(row))
+    for (
+        ns,
+        token,
+        project,
+        domain,
+        execution,
+        node,
+        units,
+        priority,
+        pc,
+        dc,
+        since,
+        expiry,
+        b,
+    ) in rows:
+        ask = Ask(token, project, domain, int(units), pc, dc, int(priority), float(since))
+        scope: Scope = b
+        waiters.setdefault(ns, []).append(WaiterRecord(ask, execution, node, float(expiry), scope))
     return waiters
-
-
-def _waiter(row: sa.RowMapping) -> WaiterRecord:
-    ask = Ask(
-        row["token"],
-        row["project"],
-        row["domain"],
-        row["units"],
-        row["project_cap"],
-        row["domain_cap"],
-        row["priority"],
-        row["first_requested_at"],
-    )
-    scope: Scope = row["blocking_scope"]
-    return WaiterRecord(ask, row["execution_id"], row["node_id"], row["expires_at"], scope)
 
 
 async def lapsed_namespaces(conn: AsyncConnection, now: float) -> set[str]:
@@ -127,6 +183,17 @@ async def usage_with_ready(
     sources = await load_sources(conn, names)
     usage = await _load_usage(conn, names)
     waiters = await load_waiters(conn, names, live_at=now)
+    return ready_usage(names, sources, usage, waiters)
+
+
+def ready_usage(
+    names: Iterable[str],
+    sources: Mapping[str, Mapping[QuotaSource, int]],
+    usage: Mapping[str, Usage],
+    waiters: Mapping[str, Sequence[WaiterRecord]],
+) -> tuple[NamespaceUsage, ...]:
+    """In-use units, live waiters (`waiters` holds only live ones) and the waiters now
+    ready, of each namespace."""
     result = []
     for ns in sorted(names):
         asks = [w.ask for w in waiters.get(ns, ())]

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 H, W = schema.resource_holders, schema.resource_waiters
 Q, U = schema.resource_quotas, schema.resource_usage
 ALL = ""  # project and domain of a namespace's global counter row
-_LOCK_CLASS = 0x5175  # first key of our advisory locks, apart from other subsystems' ones
+_LOCK_CLASS = 0x5175  # first key of our advisory locks (and of migration 0002's functions)
 SOURCE_COLUMNS: dict[QuotaSource, str] = {
     "operator": "operator_quota",
     "config": "config_quota",
@@ -45,8 +45,13 @@ async def lock_namespaces(conn: AsyncConnection, namespaces: Iterable[str]) -> N
     order (by key), so two multi-namespace claims never deadlock."""
     if conn.dialect.name != "postgresql":
         return
-    for key in sorted({zlib.crc32(ns.encode()) - 2**31 for ns in namespaces}):
+    for key in lock_keys(namespaces):
         await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_LOCK_CLASS, key)))
+
+
+def lock_keys(namespaces: Iterable[str]) -> list[int]:
+    """The second keys of the namespaces' advisory locks, in the order they are taken."""
+    return sorted({zlib.crc32(ns.encode()) - 2**31 for ns in namespaces})
 
 
 async def reclaim_holders(conn: AsyncConnection, namespaces: Sequence[str], now: float) -> set[str]:

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.errors import BackendUnavailableError, StoreUnavailableError
 from sluice.resources.admission import NamespaceState, Plan, plan_allocation
+from sluice.resources.backends import _pg_calls as pg_calls
 from sluice.resources.backends import _sql_reads as reads
 from sluice.resources.backends import _sql_rows as rows
 from sluice.resources.backends._shared import resolve_quota, usage_after
@@ -100,6 +101,11 @@ class SqlBackend(ResourceBackend):
             await self._db.close()
             self._db = None
 
+    @property
+    def _functions(self) -> bool:
+        """Whether the hot paths call the PostgreSQL functions of migration 0002."""
+        return self._db is not None and self._db.dialect == "postgresql"
+
     @contextlib.asynccontextmanager
     async def _transaction(self, namespaces: Sequence[str]) -> AsyncIterator[AsyncConnection]:
         if self._db is None:
@@ -115,15 +121,29 @@ class SqlBackend(ResourceBackend):
             if refusal is not None:
                 return refusal
         names = [c.namespace for c in request.claims]
-        async with self._transaction(names) as conn:
-            sources = await reads.load_sources(conn, names)
-            quotas = {
-                c.namespace: resolve_quota(c, sources.get(c.namespace, {})) for c in request.claims
-            }
-            reclaimed = await rows.reclaim_holders(conn, names, request.now)
-            loaded = await reads.load_states(conn, quotas, request.token, request.now)
-            if loaded.lapsed_waiters:
-                reclaimed |= await rows.reclaim_waiters(conn, names, request.now)
+        # The PostgreSQL functions lock the namespaces themselves, in the same global order.
+        async with self._transaction(() if self._functions else names) as conn:
+            if self._functions:
+                # An unknown namespace raises below, after the reclaim: the rollback undoes it.
+                read = await pg_calls.load(conn, names, request.token, request.now)
+                sources, reclaimed = read.sources, read.reclaimed
+                quotas = {
+                    c.namespace: resolve_quota(c, sources.get(c.namespace, {}))
+                    for c in request.claims
+                }
+                loaded = reads.loaded_from(
+                    quotas, request.token, request.now, read.held, read.usage, read.waiters
+                )
+            else:
+                sources = await reads.load_sources(conn, names)
+                quotas = {
+                    c.namespace: resolve_quota(c, sources.get(c.namespace, {}))
+                    for c in request.claims
+                }
+                reclaimed = await rows.reclaim_holders(conn, names, request.now)
+                loaded = await reads.load_states(conn, quotas, request.token, request.now)
+                if loaded.lapsed_waiters:
+                    reclaimed |= await rows.reclaim_waiters(conn, names, request.now)
             states = loaded.states
             plan = plan_allocation(
                 request.token, request.claims, request.holder, request.now, states
@@ -183,11 +203,15 @@ class SqlBackend(ResourceBackend):
         held = [ns for ns, state in states.items() if state.holding]
         await rows.extend_leases(conn, token, held, request.now, request.lease)
         new = [c for c in request.claims if not states[c.namespace].holding]
+        waited = any(state.asker_since is not None for state in states.values())
+        if self._functions:
+            await pg_calls.grant(conn, request, new, list(states) if waited else [])
+            return
         await rows.insert_holders(conn, request, new)
         await rows.count_units(
             conn, [(c.namespace, holder.project, holder.domain, c.units) for c in new]
         )
-        if any(state.asker_since is not None for state in states.values()):
+        if waited:
             await rows.drop_waiter_entries(conn, token, list(states))
 
     async def _wait(
@@ -211,6 +235,11 @@ class SqlBackend(ResourceBackend):
         self, token: str, namespaces: Sequence[str], now: float
     ) -> tuple[NamespaceUsage, ...]:
         names = list(dict.fromkeys(namespaces))
+        if self._functions:
+            async with self._transaction(()) as conn:
+                usage = await pg_calls.release(conn, token, names, now)
+                await self._publish(conn, [(u.namespace, u.ready) for u in usage])
+                return usage
         async with self._transaction(names) as conn:
             changed = sorted(await rows.drop_token(conn, token, names))
             return await self._after_change(conn, changed, now)
