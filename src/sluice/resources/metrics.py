@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from sluice.resources.backends.base import AllocationOutcome, AllocationRequest, NamespaceUsage
 
@@ -15,6 +17,8 @@ class ResourceMetrics:
     """Allocations by status, waits, tokens in use and waiters, per namespace.
 
     Without a registry the series go to a private one, so callers never branch on metrics.
+    Every allocation and release updates them, so the children of a label set are kept
+    rather than looked up with `labels()` each time.
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -33,32 +37,70 @@ class ResourceMetrics:
             buckets=_WAIT_BUCKETS,
             registry=registry,
         )
-        self.in_use = Gauge(
-            "sluice_resource_tokens_in_use", "Units held per namespace", labels, registry=registry
-        )
-        self.waiters = Gauge(
-            "sluice_resource_waiters", "Claims waiting per namespace", labels, registry=registry
-        )
+        self.levels = _Levels()
+        registry.register(self.levels)
+        self._counted: dict[tuple[str, str], Counter] = {}
+        self._waits: dict[str, Histogram] = {}
 
     def allocated(self, request: AllocationRequest, outcome: AllocationOutcome) -> None:
         result = outcome.result
         if result.granted:
             for claim in request.claims:
-                self.allocations.labels(claim.namespace, "granted").inc()
+                self._count(claim.namespace, "granted")
                 if outcome.waited_since is not None:
                     waited = max(0.0, request.now - outcome.waited_since)
-                    self.wait_seconds.labels(claim.namespace).observe(waited)
+                    self._wait(claim.namespace).observe(waited)
         else:
-            self.allocations.labels(result.namespace, result.status.name.lower()).inc()
+            self._count(str(result.namespace), result.status.name.lower())
         self.observe(outcome.usage)
 
+    def _count(self, namespace: str, status: str) -> None:
+        child = self._counted.get((namespace, status))
+        if child is None:
+            child = self._counted[(namespace, status)] = self.allocations.labels(namespace, status)
+        child.inc()
+
+    def _wait(self, namespace: str) -> Histogram:
+        child = self._waits.get(namespace)
+        if child is None:
+            child = self._waits[namespace] = self.wait_seconds.labels(namespace)
+        return child
+
     def observe(self, usage: tuple[NamespaceUsage, ...]) -> None:
+        levels = self.levels.by_namespace
         for entry in usage:
             if entry.in_use == 0 and entry.waiters == 0:
                 # Lock names come and go by the thousand; idle ones leave no series behind.
-                for gauge in (self.in_use, self.waiters):
-                    with contextlib.suppress(KeyError):
-                        gauge.remove(entry.namespace)
-                continue
-            self.in_use.labels(entry.namespace).set(entry.in_use)
-            self.waiters.labels(entry.namespace).set(entry.waiters)
+                levels.pop(entry.namespace, None)
+            else:
+                levels[entry.namespace] = (entry.in_use, entry.waiters)
+
+
+class _Levels(Collector):
+    """The gauges of units held and of claims waiting, per namespace: plain values that a
+    scrape reads, as two labelled Gauges would show them, without the cost of creating and
+    removing a Gauge child each time a namespace turns busy or idle."""
+
+    def __init__(self) -> None:
+        self.by_namespace: dict[str, tuple[int, int]] = {}
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return self._families({})
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        # A scrape may run in another thread: copying a dict is atomic under the GIL.
+        return self._families(dict(self.by_namespace))
+
+    @staticmethod
+    def _families(levels: dict[str, tuple[int, int]]) -> Iterator[GaugeMetricFamily]:
+        in_use = GaugeMetricFamily(
+            "sluice_resource_tokens_in_use", "Units held per namespace", labels=["namespace"]
+        )
+        waiters = GaugeMetricFamily(
+            "sluice_resource_waiters", "Claims waiting per namespace", labels=["namespace"]
+        )
+        for namespace, (held, waiting) in levels.items():
+            in_use.add_metric([namespace], held)
+            waiters.add_metric([namespace], waiting)
+        yield in_use
+        yield waiters
