@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import uuid
@@ -56,15 +57,19 @@ def _lua(name: str) -> str:
     return package_files.files("sluice.resources.backends").joinpath(f"lua/{name}.lua").read_text()
 
 
+def _unavailable(url: str, exc: Exception) -> BackendUnavailableError:
+    """What a redis error becomes (in `_translated` and `RedisBackend._run`)."""
+    return BackendUnavailableError(f"redis resource backend {url}: {exc}")
+
+
 @contextlib.asynccontextmanager
 async def _translated(url: str) -> AsyncIterator[None]:
-    """The one place where redis errors become sluice errors."""
     from redis.exceptions import RedisError
 
     try:
         yield
     except (RedisError, OSError) as exc:
-        raise BackendUnavailableError(f"redis resource backend {url}: {exc}") from exc
+        raise _unavailable(url, exc) from exc
 
 
 class RedisBackend(ResourceBackend):
@@ -72,22 +77,27 @@ class RedisBackend(ResourceBackend):
 
     def __init__(self, url: str, *, key_prefix: str = "sluice") -> None:
         self._module = _import_redis()
+        from redis.exceptions import NoScriptError, RedisError
+
+        self._no_script: type[Exception] = NoScriptError
+        self._failures: tuple[type[Exception], ...] = (RedisError, OSError)
         self._url = url
         self._base = f"{key_prefix}:{{resources}}"
         self._origin = uuid.uuid4().hex
         self._client: Any = None
-        self._scripts: dict[str, Any] = {}
+        self._scripts: dict[str, tuple[str, str]] = {}  # name -> (sha1, text)
         self._callbacks: list[WakeCallback] = []
         self._pubsub: Any = None
-        self._in_flight: set[asyncio.Future[Any]] = set()
+        self._running = 0  # commands in flight, which close() lets finish
+        self._drained: asyncio.Event | None = None
         self._listener: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
         self._client = self._module.Redis.from_url(self._url, decode_responses=True)
         prelude = "\n".join(_lua(name) for name in _PRELUDES)
-        self._scripts = {
-            name: self._client.register_script(f"{prelude}\n{_lua(name)}") for name in _SCRIPTS
-        }
+        for name in _SCRIPTS:
+            text = f"{prelude}\n{_lua(name)}"
+            self._scripts[name] = (hashlib.sha1(text.encode()).hexdigest(), text)
         try:
             async with _translated(self._url):
                 await self._client.ping()
@@ -106,8 +116,9 @@ class RedisBackend(ResourceBackend):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
             self._listener = None
-        if self._in_flight:
-            await asyncio.gather(*self._in_flight, return_exceptions=True)
+        while self._running:
+            self._drained = asyncio.Event()
+            await self._drained.wait()
         if self._pubsub is not None:
             await self._pubsub.aclose()
             self._pubsub = None
@@ -116,22 +127,37 @@ class RedisBackend(ResourceBackend):
             self._client = None
 
     async def _run(self, script: str, *args: str | float) -> Any:
-        if self._client is None:
+        client = self._client
+        if client is None:
             raise RuntimeError("RedisBackend used before open()")
-        # redis-py turns a cancellation in the middle of a command into a broken connection
-        # and a lost cancel; so the command runs to its end in a task of its own, and a
-        # cancelled caller only stops waiting for it (a lost grant lapses with its lease).
-        call = asyncio.ensure_future(self._scripts[script](args=[self._base, *args]))
-        self._in_flight.add(call)
-        call.add_done_callback(self._finished)
-        async with _translated(self._url):
-            raw = await asyncio.shield(call)
-        return json.loads(raw)
-
-    def _finished(self, call: asyncio.Future[Any]) -> None:
-        self._in_flight.discard(call)
-        if not call.cancelled():
-            call.exception()  # retrieved here when its caller stopped waiting
+        sha, text = self._scripts[script]
+        # The command runs in the caller's task, not in a task of its own behind
+        # asyncio.shield, which cost a few event-loop turns per command. A cancellation in
+        # the middle of it makes redis-py close the connection (the pool opens a new one; a
+        # grant the caller did not see lapses with its lease). One that arrives as the
+        # command is sent may be swallowed (asyncio.wait_for around the send, before Python
+        # 3.12) and the command runs on to its answer: the task's count of cancel requests
+        # still shows it, so it is raised here instead of being lost.
+        task = asyncio.current_task()
+        cancels = task.cancelling() if task is not None else 0
+        self._running += 1
+        try:
+            try:
+                answer = await client.evalsha(sha, 0, self._base, *args)
+            except self._no_script:  # first use, or the server's script cache was flushed
+                await client.script_load(text)
+                answer = await client.evalsha(sha, 0, self._base, *args)
+        except self._failures as exc:
+            if task is not None and task.cancelling() > cancels:
+                raise asyncio.CancelledError from exc
+            raise _unavailable(self._url, exc) from exc
+        finally:
+            self._running -= 1
+            if not self._running and self._drained is not None:
+                self._drained.set()
+        if task is not None and task.cancelling() > cancels:
+            raise asyncio.CancelledError
+        return json.loads(answer)
 
     async def allocate(self, request: AllocationRequest) -> AllocationOutcome:
         holder = request.holder
