@@ -1,4 +1,5 @@
--- Prelude of every resource script (the Python side prepends it); nothing here writes.
+-- Prelude of every resource script: the first lines of its general path (see `_script` in
+-- redis.py); nothing here writes.
 --
 -- Key layout, all under one hash tag so a script touches a single cluster slot:
 --   B = "<prefix>:{resources}" (ARGV[1] of every script)
