@@ -1,9 +1,11 @@
-"""What only the Redis backend does: scripts the server forgot, and cancellations in the
-middle of a command. (The contract suites run the rules on every backend, Redis included.)"""
+"""What only the Redis backend does: scripts the server forgot, cancellations in the middle of
+a command, and wake-ups that nobody else would hear. (The contract suites run the rules on
+every backend, Redis included.)"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections.abc import AsyncIterator
 from typing import Any
@@ -78,3 +80,35 @@ async def test_a_cancellation_is_never_lost_nor_mixes_up_answers(
         snapshots = await manager.describe()
 
     assert all(s.in_use == sum(h.units for h in s.holders) for s in snapshots)
+
+
+async def test_a_wake_up_only_this_instance_would_hear_is_not_sent(
+    redis_server_url: str, redis_prefix: str, clock: FakeClock, raw: Any
+) -> None:
+    # A pattern subscription sees every message without counting as a listener.
+    channel = f"{redis_prefix}:{{resources}}:wake"
+    watcher = raw.pubsub(ignore_subscribe_messages=True)
+    await watcher.psubscribe(channel)
+    marker = json.dumps({"o": "test", "w": []})
+
+    async def next_message() -> str:
+        while True:
+            message = await watcher.get_message(timeout=5.0)
+            if message is not None:
+                return str(message["data"])
+
+    try:
+        async with manager_on(redis_server_url, redis_prefix, clock) as alone:
+            await alone.allocate("t1", [Claim("warehouse")], TASK)
+            await alone.release("t1", ["warehouse"])
+            await raw.publish(channel, marker)
+            assert await next_message() == marker  # nothing was sent before it
+
+            async with manager_on(redis_server_url, redis_prefix, clock):
+                await alone.allocate("t2", [Claim("warehouse")], TASK)
+                await alone.release("t2", ["warehouse"])
+                woken = json.loads(await next_message())
+    finally:
+        await watcher.aclose()
+
+    assert woken["w"] == [["warehouse"]]

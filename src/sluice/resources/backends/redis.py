@@ -3,7 +3,8 @@ atomic step on the server, never a check and an act across round trips.
 
 All keys live under `<prefix>:{resources}`: the hash tag puts them in one cluster slot, which a
 claim on several namespaces needs. Wake-ups are published by the scripts themselves on
-`<prefix>:{resources}:wake` and received here through pub/sub.
+`<prefix>:{resources}:wake`, when another instance listens (`lua/_publish.lua`), and received
+here through pub/sub.
 """
 
 from __future__ import annotations
@@ -60,16 +61,16 @@ def _lua(name: str) -> str:
 
 
 def _script(name: str) -> str:
-    """A script as Redis runs it: its fast path (what comes before its GENERAL PATH line, if
-    any), then the rest as a function with the preludes at its top. The preludes' functions
-    are made on every run of that function, a cost the fast path spares when it answers
-    alone."""
+    """A script as Redis runs it: `_publish.lua`, the script's fast path (what comes before
+    its GENERAL PATH line, if any), then the rest as a function with the preludes at its
+    top. The preludes' functions are made on every run of that function, a cost the fast
+    path spares when it answers alone."""
     fast, marker, general = _lua(name).partition(_GENERAL)
     if not marker:
         fast, general = "", fast
     prelude = "\n".join(_lua(prelude) for prelude in _PRELUDES)
     general = f"local function general()\n{prelude}\n{marker}{general}\nend\nreturn general()\n"
-    return f"{fast}\n{general}"
+    return f"{_lua('_publish')}\n{fast}\n{general}"
 
 
 def _unavailable(url: str, exc: Exception) -> BackendUnavailableError:
@@ -99,6 +100,7 @@ class RedisBackend(ResourceBackend):
         self._url = url
         self._base = f"{key_prefix}:{{resources}}"
         self._origin = uuid.uuid4().hex
+        self._own_wake = f'{{"o":"{self._origin}"'  # how this instance's wake-ups begin
         self._client: Any = None
         self._scripts: dict[str, tuple[str, str]] = {}  # name -> (sha1, text)
         self._callbacks: list[WakeCallback] = []
@@ -118,7 +120,10 @@ class RedisBackend(ResourceBackend):
                 # Subscribed here, not in the listener task: a task cancelled while it
                 # subscribes leaves the pub/sub connection unable to close.
                 self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
-                await self._pubsub.subscribe(f"{self._base}:wake")
+                # Both in one SUBSCRIBE (redis-py subscribes again the same way after a lost
+                # connection), so the scripts can count who else listens (_publish.lua).
+                wake = f"{self._base}:wake"
+                await self._pubsub.subscribe(wake, f"{wake}:{self._origin}")
         except BaseException:
             await self.close()
             raise
@@ -267,11 +272,13 @@ class RedisBackend(ResourceBackend):
     async def _receive(self) -> None:
         # After a lost connection, redis-py reconnects and subscribes again on the next read.
         while True:
-            message = await self._pubsub.get_message(timeout=_RETRY_PAUSE)
+            message = await self._pubsub.get_message(timeout=None)
             if message is not None:
                 self._deliver(str(message.get("data", "")))
 
     def _deliver(self, payload: str) -> None:
+        if payload.startswith(self._own_wake):
+            return  # caused through this instance: the policy wakes its own subscribers
         try:
             notice = json.loads(payload)
         except ValueError:

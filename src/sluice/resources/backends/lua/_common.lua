@@ -7,6 +7,8 @@
 --   B:lapse            ZSET  "<ns>\n<token>" -> lease expiry of every holder (for the sweeper)
 --   B:wlapse           ZSET  "<ns>\n<token>" -> expiry of every waiter entry
 --   B:wake             pub/sub channel; payload JSON {o = origin, w = [[ns, ready?]]}
+--   B:wake:<origin>    pub/sub channel nobody publishes on: its subscriber is the instance
+--                      of that origin (see _publish.lua)
 --   B:quota:<ns>       HASH  operator | config | plugin | default -> quota
 --   B:holders:<ns>     HASH  token -> JSON {p, d, e, n, u, g}  (project, domain, execution,
 --                            node, units, granted at)

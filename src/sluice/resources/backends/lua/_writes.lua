@@ -58,10 +58,3 @@ local function forget_if_empty(ns)
   redis.call('DEL', key('quota', ns), key('usage', ns))
   redis.call('SREM', BASE .. ':namespaces', ns)
 end
-
--- wake: [{ns, ready}], ready (the waiters that would now be granted) left out if unknown.
-local function publish(origin, wake)
-  if #wake > 0 then
-    redis.call('PUBLISH', BASE .. ':wake', cjson.encode({o = origin, w = wake}))
-  end
-end

@@ -9,8 +9,8 @@
 
 -- Fast path: with no waiter entry in any of the namespaces there is no waiter of the token to
 -- drop and nobody to rank (ready is unknown: anyone may ask), so no prelude function is
--- needed: the writes of drop_holder, count_units and forget_if_empty, then the wake-up of
--- publish (_writes.lua; keep them in step).
+-- needed: the writes of drop_holder, count_units and forget_if_empty (_writes.lua; keep them
+-- in step), then the wake-up.
 local function released_with_nobody_waiting()
   local base, token = ARGV[1], ARGV[2]
   for a = 5, #ARGV do
@@ -46,9 +46,7 @@ local function released_with_nobody_waiting()
       wake[#wake + 1] = {ns}
     end
   end
-  if #wake > 0 then  -- publish (_writes.lua)
-    redis.call('PUBLISH', base .. ':wake', cjson.encode({o = ARGV[3], w = wake}))
-  end
+  publish(ARGV[3], wake)
   return freed
 end
 
