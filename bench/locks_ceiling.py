@@ -7,6 +7,15 @@ dispatch every policy uses: whenever a slot and all of a task's locks are free, 
 task in the order starts. The search is squeaky-wheel optimisation: build a schedule, raise
 the priority of tasks whose locks finished last, rebuild; the best order found is reported.
 
+Searching orders loses nothing a policy could do. bench/locks.py's issue asks every policy to
+start what fits, so a policy's schedule is work-conserving: after each event, no waiting task
+fits. Any such schedule, however its policy chose (dynamic keys, look-ahead, anything), is
+rebuilt exactly by greedy dispatch in the order of its start times: at each event, the tasks
+it started then come first among those left and fit, and no task after them fits, or the
+schedule would not have been work-conserving. So the best order is the best any such policy
+can do, even knowing the durations. The search is a heuristic, so what it finds is a floor on
+that best, not the best itself.
+
 It also colours the conflict graph (two tasks conflict when they share a lock) with DSatur.
 With equal durations a schedule is a colouring, so the colour count, not the busiest
 partition's task count, is what the makespan has to beat; the gap between the two shows how
