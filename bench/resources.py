@@ -24,8 +24,10 @@ The Redis line also has `pairs_per_s_vs_two_pings`: our pairs from one client ag
 bare PINGs on one connection (the round trips a pair needs at the least) and against two
 no-op scripts carrying an allocate's and a release's arguments (`noop_scripts_ratio`: how
 close to the PINGs one script per operation can get before it does any work), the three
-measured in alternating rounds in one process. PostgreSQL at 127.0.0.1:5432 (a database created for the run and dropped)
-and Redis at 127.0.0.1:6379 (a key prefix of the run, deleted) are skipped when unreachable.
+measured in alternating rounds in one process.
+
+PostgreSQL at 127.0.0.1:5432 (a database created for the run and dropped) and Redis at
+127.0.0.1:6379 (a key prefix of the run, deleted) are skipped when unreachable.
 """
 
 from __future__ import annotations
