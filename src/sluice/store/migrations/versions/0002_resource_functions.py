@@ -43,16 +43,40 @@ BEGIN
     END IF;
 END $$
 """,
-    # Advisory locks of the namespaces, keys already sorted by the caller (one global order).
+    # Lock the namespaces (advisory locks, keys already sorted by the caller: one global
+    # order), then drop holders (uncounting their units) and waiter entries there: the token's
+    # when `p_token` is given, the lapsed ones at `p_lapsed_at` when that is. Returns the
+    # namespaces where anything went.
     f"""
-CREATE OR REPLACE FUNCTION sluice_resources_lock(p_keys integer[]) RETURNS void
-LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION sluice_resources_lock_and_drop(
+    p_keys integer[], p_names text[], p_token text, p_lapsed_at double precision
+) RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
     k integer;
+    r record;
+    dropped text[] := '{{}}';
+    left_queue text[];
 BEGIN
     FOREACH k IN ARRAY p_keys LOOP
         PERFORM pg_advisory_xact_lock({_LOCK_CLASS}, k);
     END LOOP;
+    FOR r IN DELETE FROM resource_holders
+             WHERE namespace = ANY(p_names)
+               AND (p_token IS NULL OR token = p_token)
+               AND (p_lapsed_at IS NULL OR lease_expires_at <= p_lapsed_at)
+             RETURNING namespace, project, domain, units LOOP
+        PERFORM sluice_resources_count(r.namespace, r.project, r.domain, -r.units);
+        dropped := dropped || r.namespace::text;
+    END LOOP;
+    WITH gone AS (
+        DELETE FROM resource_waiters
+        WHERE namespace = ANY(p_names)
+          AND (p_token IS NULL OR token = p_token)
+          AND (p_lapsed_at IS NULL OR expires_at <= p_lapsed_at)
+        RETURNING namespace
+    )
+    SELECT coalesce(array_agg(namespace::text), '{{}}') INTO left_queue FROM gone;
+    RETURN dropped || left_queue;
 END $$
 """,
     # Live waiters of some namespaces, as JSON rows in the column order the caller reads.
@@ -87,26 +111,13 @@ CREATE OR REPLACE FUNCTION sluice_resources_load(
     p_keys integer[], p_names text[], p_token text, p_now double precision
 ) RETURNS json LANGUAGE plpgsql AS $$
 DECLARE
-    r record;
-    reclaimed text[] := '{}';
-    dropped text[];
+    reclaimed text[];
     state json;
 BEGIN
-    PERFORM sluice_resources_lock(p_keys);
-    FOR r IN DELETE FROM resource_holders
-             WHERE namespace = ANY(p_names) AND lease_expires_at <= p_now
-             RETURNING namespace, project, domain, units LOOP
-        PERFORM sluice_resources_count(r.namespace, r.project, r.domain, -r.units);
-        reclaimed := reclaimed || r.namespace::text;
-    END LOOP;
-    WITH gone AS (
-        DELETE FROM resource_waiters WHERE namespace = ANY(p_names) AND expires_at <= p_now
-        RETURNING namespace
-    )
-    SELECT coalesce(array_agg(namespace::text), '{}') INTO dropped FROM gone;
+    reclaimed := sluice_resources_lock_and_drop(p_keys, p_names, NULL, p_now);
     state := sluice_resources_state(p_names);
     RETURN json_build_object(
-        'reclaimed', reclaimed || dropped,
+        'reclaimed', reclaimed,
         'sources', state -> 'sources',
         'usage', state -> 'usage',
         'held', (SELECT coalesce(json_agg(namespace), '[]') FROM resource_holders
@@ -143,23 +154,10 @@ CREATE OR REPLACE FUNCTION sluice_resources_release(
     p_keys integer[], p_token text, p_names text[], p_now double precision
 ) RETURNS json LANGUAGE plpgsql AS $$
 DECLARE
-    r record;
-    changed text[] := '{}';
-    left_queue text[];
+    changed text[];
     state json;
 BEGIN
-    PERFORM sluice_resources_lock(p_keys);
-    FOR r IN DELETE FROM resource_holders WHERE token = p_token AND namespace = ANY(p_names)
-             RETURNING namespace, project, domain, units LOOP
-        PERFORM sluice_resources_count(r.namespace, r.project, r.domain, -r.units);
-        changed := changed || r.namespace::text;
-    END LOOP;
-    WITH gone AS (
-        DELETE FROM resource_waiters WHERE token = p_token AND namespace = ANY(p_names)
-        RETURNING namespace
-    )
-    SELECT coalesce(array_agg(namespace::text), '{}') INTO left_queue FROM gone;
-    changed := changed || left_queue;
+    changed := sluice_resources_lock_and_drop(p_keys, p_names, p_token, NULL);
     IF cardinality(changed) = 0 THEN
         RETURN json_build_object('changed', '[]'::json);
     END IF;
@@ -185,7 +183,7 @@ _NAMES = [
     "sluice_resources_load(integer[], text[], text, double precision)",
     "sluice_resources_state(text[])",
     "sluice_resources_waiters(text[], double precision)",
-    "sluice_resources_lock(integer[])",
+    "sluice_resources_lock_and_drop(integer[], text[], text, double precision)",
     "sluice_resources_count(text, text, text, integer)",
 ]
 
