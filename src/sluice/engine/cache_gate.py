@@ -18,6 +18,7 @@ from sluice.clock import Clock
 from sluice.config import CacheConfig
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import SluiceError
+from sluice.faults import crash_point
 from sluice.plugins.core.phase import PhaseInfo
 from sluice.spec.phases import CacheStatus, ReservationStatus
 
@@ -103,6 +104,7 @@ class CacheGate:
             rec.reservation_status = ReservationStatus.ACQUIRED
             node.heartbeat_at = now + held.heartbeat_interval
             self._waited(node)
+            crash_point("engine.after_reserve")
             return None
         rec.reservation_status = ReservationStatus.EXISTS
         node.waiting_since = node.waiting_since or now
@@ -166,6 +168,7 @@ class CacheGate:
                 max_age=node.task.metadata.cache.max_age,
             )
             rec.cache_status = CacheStatus.POPULATED
+            crash_point("engine.after_put")
         except SluiceError as exc:
             log.warning("caching the outputs of %s/%s failed: %s", ex.id, node.id, exc)
             rec.cache_status = CacheStatus.PUT_FAILURE
@@ -174,6 +177,7 @@ class CacheGate:
         rec = node.record
         if rec.reservation_status not in (ReservationStatus.ACQUIRED, ReservationStatus.EXISTS):
             return
+        crash_point("engine.before_reservation_release")
         try:
             await self.catalog.release_reservation(self._key(ex, node), self.owner_id(ex, node))
             rec.reservation_status = ReservationStatus.RELEASED

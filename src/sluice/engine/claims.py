@@ -20,6 +20,7 @@ from typing import Any
 from sluice.clock import Clock
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import DefinitionError, InputError, NotFoundError, SluiceError
+from sluice.faults import crash_point
 from sluice.modules import load_module, resolve_attribute
 from sluice.plugins.core.phase import PhaseInfo
 from sluice.resources import (
@@ -154,6 +155,7 @@ class ClaimsGate:
             }
             ex.mark_changed(node)
             self._event(ex, node, "GRANTED", namespaces)
+            crash_point("engine.after_claim")
             return None, None
         info = PhaseInfo.waiting_for_resources(0, result.reason())
         busy_lock = self.blocking_lock(result.namespace)
@@ -194,6 +196,8 @@ class ClaimsGate:
     async def release(self, ex: ExecutionState, node: NodeState) -> None:
         """Give back the task's claims and every token its plugin still holds."""
         held = node.record.claims or {}
+        if held:
+            crash_point("engine.before_release")
         if held.get("token"):  # logged before the release: the log never overstates holding
             self._event(ex, node, "RELEASED", list(held.get("namespaces", [])))
         for token, namespaces in _held(held):

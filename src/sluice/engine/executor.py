@@ -13,6 +13,7 @@ from sluice.engine.handler import TaskHandler
 from sluice.engine.services import EngineServices, Scheduling
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import InputError
+from sluice.faults import crash_point
 from sluice.plugins.core.phase import PhaseInfo
 from sluice.spec.phases import ExecutionPhase, NodePhase
 from sluice.store.notify import EXECUTIONS_CHANNEL, Notifier
@@ -190,6 +191,7 @@ class ExecutionDriver:
         ex.changed.clear()
         ex.events.clear()
         ex.execution_changed = False
+        crash_point("engine.after_persist")
 
     async def _write_phase(self, repos: Repos, ex: ExecutionState) -> None:
         rec = ex.record

@@ -18,6 +18,7 @@ from sluice.engine.context import NodeContext, PendingState
 from sluice.engine.services import EngineServices, Scheduling
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import InputError, PluginNotFoundError
+from sluice.faults import crash_point
 from sluice.plugins.core.context import TaskExecutionMetadata
 from sluice.plugins.core.phase import ErrorKind, ExecutionError, Phase, PhaseInfo, Transition
 from sluice.plugins.core.plugin import Plugin
@@ -54,7 +55,8 @@ class TaskHandler:
                 return
             if not self._admitted_now(ex, node):
                 return
-        if rec.attempt_started_at is None:
+        launching = rec.attempt_started_at is None
+        if launching:
             if await self._held_by_claims(ex, node):
                 return
             self._launch(ex, node, now)
@@ -63,6 +65,8 @@ class TaskHandler:
             return
         await self._heartbeat(ex, node)
         info = await self._invoke(ex, node)
+        if launching:
+            crash_point("engine.after_launch")
         await self.apply(ex, node, info)
 
     def _caches(self, ex: ExecutionState, node: NodeState) -> bool:
@@ -233,6 +237,8 @@ class TaskHandler:
                 ErrorKind.SYSTEM,
             )
         self.record(ex, node, info)
+        if info.phase is Phase.SUCCESS:
+            crash_point("engine.after_success")
         if info.phase.is_terminal():
             await self._finish_attempt(ex, node, info)
 
