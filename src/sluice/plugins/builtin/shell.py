@@ -1,9 +1,13 @@
 """The `shell` plugin: a command in a subprocess, with env and timeout; exit code to phase.
 
 Task config (`custom`): {"command": "echo {name}" or ["prog", "{arg}"], "env": {...},
-"timeout": seconds, "cwd": path, "permanent_exit_codes": [2]}. Placeholders are filled from
-the task's inputs. Exit 0 is success; an exit code listed as permanent is a permanent
-failure; any other exit code, or the timeout, is a retryable failure. Outputs named `stdout`,
+"timeout": seconds, "cwd": path, "permanent_exit_codes": [2]}. A string command is a shell
+script: it runs as `/bin/sh -c COMMAND`, so pipes, `;`, redirections and `exit` mean what they
+mean in a shell, and each placeholder is replaced by its input shell-quoted, so an input is
+always one word and never interpreted. A list command is executed directly (no shell), each
+placeholder filled with the input as it is. Exit 0 is success; an exit code listed as
+permanent is a permanent failure; any other exit code, or the timeout, is a retryable failure
+whose error carries the exit code and the tail of stderr. Outputs named `stdout`,
 `stderr` or `exit_code` in the interface receive those values; a task with a single str
 output (`-> str`) receives stdout.
 """
@@ -88,7 +92,7 @@ class ShellPlugin:
             task = asyncio.create_task(_execute(argv, config))
             task.add_done_callback(lambda _: ctx.refresh())
             self._runs[self._key(ctx)] = _Run(task)
-            return Transition.to(PhaseInfo.running(0, f"running {shlex.join(argv)}"))
+            return Transition.to(PhaseInfo.running(0, f"running {_shown(argv)}"))
         if not run.task.done():
             return Transition.to(PhaseInfo.running(0))
         return Transition.to(self._outcome(ctx, *run.task.result()))
@@ -131,10 +135,21 @@ class ShellPlugin:
         self._runs.pop(self._key(ctx), None)
 
 
+SHELL = "/bin/sh"
+
+
 def _argv(command: str | list[str], inputs: Mapping[str, Any]) -> list[str]:
     if isinstance(command, str):
-        return shlex.split(command.format_map({k: shlex.quote(str(v)) for k, v in inputs.items()}))
+        script = command.format_map({k: shlex.quote(str(v)) for k, v in inputs.items()})
+        return [SHELL, "-c", script]
     return [part.format_map(dict(inputs)) for part in command]
+
+
+def _shown(argv: list[str]) -> str:
+    """The command as a user wrote it: the script itself for `/bin/sh -c SCRIPT`."""
+    if len(argv) == 3 and argv[:2] == [SHELL, "-c"]:
+        return argv[2]
+    return shlex.join(argv)
 
 
 async def _execute(argv: list[str], config: ShellConfig) -> tuple[int, str, str, bool]:
