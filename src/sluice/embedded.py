@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.concurrency.controller import ConcurrencyController, ControllerOptions
-from sluice.concurrency.crash import CrashHook
 from sluice.concurrency.launch_plans import LaunchPlanService
 from sluice.concurrency.leader import leader_lock_for
 from sluice.concurrency.metrics import ControllerMetrics
@@ -42,7 +41,7 @@ def controller_for(
         lock=leader_lock_for(runtime.store.db),
         config=runtime.settings.concurrency,
         instance_id=runtime.instance_id,
-        options=options or ControllerOptions(crash=CrashHook.from_env()),
+        options=options or ControllerOptions(),
         metrics=ControllerMetrics(runtime.metrics) if metrics else None,
     )
 

@@ -1,7 +1,9 @@
 """Processes the concurrency tests spawn.
 
 python cc_proc.py create URL PLAN COUNT SECONDS   create COUNT executions, print their ids
-python cc_proc.py controller URL                  run a controller candidate until killed
+python cc_proc.py controller URL [POINT[:N]]      run a controller candidate until killed; with
+                                                  POINT (controller.STEP) it SIGKILLs itself
+                                                  the N-th time it reaches that crash point
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cc_support import FLOWS, fast_options, fast_settings, launch_with_priority
 
-from sluice.concurrency.crash import CrashHook
+from sluice import faults
 from sluice.embedded import run_controller_candidate
 from sluice.runtime import Runtime
 from sluice.sdk.loader import load_module
@@ -37,13 +39,15 @@ async def creator(url: str) -> None:
         await rt.close()
 
 
-async def controller(url: str) -> None:
+async def controller(url: str, crash: str) -> None:
+    if crash:
+        faults.install(faults.KillAt.parse(crash))
     rt = await Runtime.open(fast_settings(url), role="controller")
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     try:
-        options = fast_options(crash=CrashHook.from_env())
+        options = fast_options()
         async with run_controller_candidate(rt, options) as candidate:
             print(f"candidate {rt.instance_id}", flush=True)
             await stop.wait()
@@ -53,11 +57,11 @@ async def controller(url: str) -> None:
 
 
 def main() -> None:
-    command, url = sys.argv[1:]
+    command, url, *rest = sys.argv[1:]
     if command == "creator":
         asyncio.run(creator(url))
     elif command == "controller":
-        asyncio.run(controller(url))
+        asyncio.run(controller(url, rest[0] if rest else ""))
     else:
         raise SystemExit(f"unknown command {command!r}")
 

@@ -1,7 +1,8 @@
 """The controller killed with SIGKILL at each step of a promotion, and standbys taking over.
 
-The controller runs in a real process (cc_proc.py) that kills itself at the chosen step
-(SLUICE_TEST_CONTROLLER_CRASH_AT); the engine runs in the test process. A restarted
+The controller runs in a real process (cc_proc.py) that kills itself at the chosen step: it
+installs a `KillAt` hook at the `controller.*` crash point named on its command line, so no
+setting travels by the environment. The engine runs in the test process. A restarted
 controller must lose no execution, promote none twice and hold the limit throughout.
 """
 
@@ -27,7 +28,6 @@ from concurrency.cc_support import (
     wait_terminal,
     wait_until,
 )
-from sluice.concurrency.crash import CRASH_ENV
 from sluice.concurrency.repository import ConcurrencyRepository
 from sluice.runtime import Runtime
 from sluice.spec.phases import ExecutionPhase
@@ -48,7 +48,7 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
 def controller(
     processes: list[subprocess.Popen[str]], url: str, crash: str = ""
 ) -> subprocess.Popen[str]:
-    proc = spawn("controller", url, env={CRASH_ENV: crash} if crash else {})
+    proc = spawn("controller", url, *([f"controller.{crash}"] if crash else []))
     processes.append(proc)
     return proc
 

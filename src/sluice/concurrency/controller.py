@@ -15,12 +15,11 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sluice.cancellation import reraise_cancellation, wait_event
 from sluice.clock import Clock
 from sluice.concurrency.caps import CapsService
-from sluice.concurrency.crash import CrashHook
 from sluice.concurrency.decide import Caps, Decisions, decide, wait_reason
 from sluice.concurrency.leader import LeaderLock
 from sluice.concurrency.metrics import ControllerMetrics
@@ -29,6 +28,7 @@ from sluice.concurrency.queues import ControllerState, LaunchPlanKey, Tracked
 from sluice.concurrency.repository import ConcurrencyRepository
 from sluice.concurrency.writer import DecisionWriter, LostLeadership
 from sluice.config import ConcurrencyConfig
+from sluice.faults import crash_point
 from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL, Notifier
 from sluice.store.repositories import CapsRepository
 from sluice.store.store import Store
@@ -44,7 +44,6 @@ class ControllerOptions:
     """Seconds between a standby's attempts to take the leader lock."""
     reason_interval: float = 1.0
     """Seconds between rewrites of the queue positions in PENDING executions' reasons."""
-    crash: CrashHook = field(default_factory=CrashHook)
 
 
 class ConcurrencyController:
@@ -205,7 +204,7 @@ class ConcurrencyController:
         state.mark_all_dirty()
         self.state = state
         await self._absorb()
-        self.options.crash.reached("after_rebuild")
+        crash_point("controller.after_rebuild")
 
     async def step(self) -> None:
         """Absorb what changed, then decide and write until nothing is left to decide."""
@@ -215,7 +214,7 @@ class ConcurrencyController:
             self._reason_keys |= decisions.touched
             if not decisions:
                 return
-            self.options.crash.reached("after_decision")
+            crash_point("controller.after_decision")
             await self._write(decisions)
             await self._absorb()
 
@@ -254,7 +253,7 @@ class ConcurrencyController:
         """Write a batch; if that fails, memory is ahead of the store, so the error ends this
         term and the next one rebuilds from the store (after `standby_interval`)."""
         assert self._writer is not None
-        outcome = await self._writer.write(decisions, self.options.crash)
+        outcome = await self._writer.write(decisions)
         self._changed |= outcome.lost
         for victim in outcome.ended:
             self.state.end(victim, victim.phase, outcome.at)

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.clock import Clock
-from sluice.concurrency.crash import CrashHook
 from sluice.concurrency.decide import Decisions
 from sluice.concurrency.launch import abort_in
 from sluice.concurrency.queues import Tracked
 from sluice.concurrency.repository import ConcurrencyRepository
+from sluice.faults import crash_point
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.notify import EXECUTIONS_CHANNEL, Notifier
 from sluice.store.records import EventRecord
@@ -45,20 +45,20 @@ class DecisionWriter:
         self.store, self.notifier, self.clock = store, notifier, clock
         self.instance_id, self.epoch = instance_id, epoch
 
-    async def write(self, decisions: Decisions, crash: CrashHook) -> WriteOutcome:
+    async def write(self, decisions: Decisions) -> WriteOutcome:
         outcome = WriteOutcome(self.clock.now())
         async with self.store.write() as repos:
             repo = await self._fenced(repos, outcome.at)
             moved = await repo.promote([i.id for i in decisions.promote], outcome.at)
-            crash.reached("mid_write")
+            crash_point("controller.mid_write")
             skipped = await self._skip(repos, repo, decisions.skip, outcome.at)
             await self._abort(repos, decisions.abort, outcome)
             await repo.set_reasons([(i.id, reason) for i, reason in decisions.wait])
             await repos.events.append(self._events(decisions, moved, skipped, outcome.at))
             await self._publish(repos, moved | skipped)
-        crash.reached("after_commit")
+        crash_point("controller.after_commit")
         if decisions.abort:
-            crash.reached("after_abort")
+            crash_point("controller.after_abort")
         for item, reason in decisions.wait:
             item.reason = reason
         outcome.lost |= {i.id for i in decisions.promote if i.id not in moved}
