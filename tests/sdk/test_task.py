@@ -14,7 +14,7 @@ import pytest
 from tests.support import foundation_flows as flows
 
 from sluice import Cache, Locks, Quota, TaskDef, task
-from sluice.errors import DefinitionError, InputError, OutputsError
+from sluice.errors import DefinitionError, InputError, InvalidArgumentError, OutputsError
 from sluice.spec.models import LockSpec
 from sluice.spec.types import TypeSpec
 
@@ -120,10 +120,10 @@ def test_several_lock_forms() -> None:
     def job(a: int, parts: list[str]) -> None:
         return None
 
-    spec = task(locks=["x/{a}", Locks("p/{part}", for_each="parts"), lock_names])(job).spec
+    spec = task(locks=["x/{a}", Locks("p/{item}", for_each="parts"), lock_names])(job).spec
     assert spec.claims.locks == (
         LockSpec(template="x/{a}"),
-        LockSpec(template="p/{part}", for_each="parts"),
+        LockSpec(template="p/{item}", for_each="parts"),
         LockSpec(function=f"{__name__}:lock_names"),
     )
 
@@ -314,3 +314,63 @@ def test_outputs_that_do_not_fit_are_outputs_errors() -> None:
         task(opaque).execute_json({"a": 1})
     with pytest.raises(OutputsError, match="boxed"):
         task(boxed).execute_json({"a": 1})
+
+
+# --- definitions that could never run are refused when defined ---------------------------------
+
+
+def _partitioned(table: str, parts: list[int], count: int) -> None:
+    return None
+
+
+def _nested_lock_function() -> Callable[[dict[str, Any]], list[str]]:
+    def names(inputs: dict[str, Any]) -> list[str]:
+        return ["x"]
+
+    return names
+
+
+@pytest.mark.parametrize(
+    ("locks", "fragments"),
+    [
+        ("db/{nope}", ["'nope'", "not an input"]),
+        ("", ["empty"]),
+        (Locks(""), ["empty"]),
+        ("db/{item}", ["'item'", "for_each"]),
+        ("db/{}", ["positional"]),
+        ("db/{0}", ["positional"]),
+        ("db/{table", ["'db/{table'"]),
+        (Locks("db/{item}", for_each="count"), ["'count'", "list"]),
+        (Locks("db/{item}", for_each="table"), ["'table'", "list"]),
+        (Locks("db/{nope}", for_each="parts"), ["'nope'"]),
+        ("db/\x00{table}", ["control"]),
+        ("x" * 300, ["255"]),
+        (_nested_lock_function(), ["names", "module level"]),
+    ],
+)
+def test_lock_definitions_that_can_never_be_filled_are_refused(
+    locks: Any, fragments: list[str]
+) -> None:
+    with pytest.raises(DefinitionError) as caught:
+        task(locks=locks)(_partitioned)
+    message = str(caught.value)
+    assert "_partitioned" in message and "locks" in message, message
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+
+
+def test_lock_templates_naming_inputs_fields_and_items_are_accepted() -> None:
+    spec = task(locks=["db/{table}/{count:03d}", Locks("p/{table}/{item}", for_each="parts")])(
+        _partitioned
+    ).spec
+    assert [lock.template for lock in spec.claims.locks] == [
+        "db/{table}/{count:03d}",
+        "p/{table}/{item}",
+    ]
+
+
+@pytest.mark.parametrize("units", [0, -1, 1001, 10**30, 2.5, True, "3"])
+def test_quota_units_out_of_range_are_refused(units: Any) -> None:
+    with pytest.raises(InvalidArgumentError) as caught:
+        Quota("hive", units=units)
+    assert "'hive'" in str(caught.value) and repr(units) in str(caught.value)

@@ -20,6 +20,7 @@ from sluice.sdk.interface import (
 )
 from sluice.sdk.naming import module_file, module_name
 from sluice.spec.canonical import digest
+from sluice.spec.locks import template_problem
 from sluice.spec.models import (
     CacheSpec,
     Claims,
@@ -101,11 +102,21 @@ def _lock_spec(item: Any, where: str, interface: Interface) -> LockSpec:
     if isinstance(item, str):
         item = Locks(item)
     if isinstance(item, Locks):
-        if item.for_each and item.for_each not in interface.inputs:
-            raise DefinitionError(f"{where}: locks for_each {item.for_each!r} is not an input")
-        return LockSpec(template=item.template, for_each=item.for_each)
+        if not isinstance(item.template, str) or not isinstance(item.for_each, str):
+            raise DefinitionError(f"{where}: locks template and for_each must be strings")
+        spec = LockSpec(template=item.template, for_each=item.for_each)
+        problem = template_problem(spec, interface)
+        if problem:  # the engine could never compute a name: refuse it now, not loop later
+            raise DefinitionError(f"{where}: locks: {problem}")
+        return spec
     if callable(item) and getattr(item, "__name__", "<lambda>") != "<lambda>":
-        return LockSpec(function=f"{module_name(item)}:{item.__qualname__}")
+        qualname = getattr(item, "__qualname__", "")
+        if not qualname or "<locals>" in qualname:
+            raise DefinitionError(
+                f"{where}: locks function {qualname or item!r} must be defined at module level, "
+                "so the engine can import it by name"
+            )
+        return LockSpec(function=f"{module_name(item)}:{qualname}")
     raise DefinitionError(
         f"{where}: locks must be a template string, Locks(...), or a module-level function, "
         f"got {item!r}"

@@ -14,7 +14,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sluice.errors import InvalidPolicyError, InvalidQuotaError
+from sluice.spec.names import check_namespace_name
 from sluice.spec.types import TypeSpec
+
+MAX_QUOTA = 1000
+"""The default of resources.max_quota: the most units a quota, and so a claim, can have."""
 
 
 class SpecModel(BaseModel):
@@ -48,13 +52,13 @@ class Quota:
     units: int = 1
 
     def __post_init__(self) -> None:
-        if not isinstance(self.namespace, str) or not self.namespace:
+        check_namespace_name(self.namespace, InvalidQuotaError, "Quota")
+        units = self.units
+        if isinstance(units, bool) or not isinstance(units, int) or not 1 <= units <= MAX_QUOTA:
+            # No quota can exceed resources.max_quota's default, so more units never fit.
             raise InvalidQuotaError(
-                f"Quota namespace must be a non-empty str, got {self.namespace!r}"
-            )
-        if isinstance(self.units, bool) or not isinstance(self.units, int) or self.units < 1:
-            raise InvalidQuotaError(
-                f"Quota {self.namespace!r}: units must be an int >= 1, got {self.units!r}"
+                f"Quota {self.namespace!r}: units must be an int from 1 to {MAX_QUOTA}, "
+                f"got {units!r}"
             )
 
 

@@ -1,0 +1,95 @@
+"""The one place that says which names sluice accepts (docs/definitions.md explains why).
+
+- Entity names (task, workflow, launch plan): 1 to 200 ASCII letters, digits and `_ . - < >`
+  (`<locals>` appears in the default name of a function defined inside another), starting
+  with a letter, a digit or `_`. No `/` (URL paths), `:` (tokens and references), `@` (a task
+  key is `name@version`), whitespace or control characters.
+- Project and domain: 1 to 63 ASCII letters, digits, `_` and `-`, starting with a letter or a
+  digit. They are parts of resource tokens (`ex:<project>:<domain>:...`) and of scopes.
+- Quota namespaces: 1 to 200 ASCII letters, digits and `_ . - / :`, starting with a letter, a
+  digit or `_`; `:` separates a plugin id from its namespace. `lock:` is reserved for locks.
+- Lock names (computed from inputs): 1 to 255 printable characters (no NUL, newline or other
+  control character).
+
+Each check returns the name or raises the given InvalidArgumentError subclass naming it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sluice.errors import InvalidArgumentError
+
+ENTITY_MAX = 200
+SCOPE_MAX = 63
+NAMESPACE_MAX = 200
+LOCK_NAME_MAX = 255
+LOCK_PREFIX = "lock:"
+
+_ENTITY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.<>-]*")
+_SCOPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+_NAMESPACE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./:-]*")
+
+_RULES = {
+    "entity": (_ENTITY, ENTITY_MAX, "ASCII letters, digits and _ . - < >"),
+    "scope": (_SCOPE, SCOPE_MAX, "ASCII letters, digits, _ and -"),
+    "namespace": (_NAMESPACE, NAMESPACE_MAX, "ASCII letters, digits and _ . - / :"),
+}
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
+def _check(
+    rule: str, what: str, value: object, error: type[InvalidArgumentError], where: str
+) -> str:
+    pattern, longest, allowed = _RULES[rule]
+    prefix = f"{where}: " if where else ""
+    if not isinstance(value, str):
+        raise error(f"{prefix}{what} must be a string, got {_shown(value)}")
+    if not value or len(value) > longest or not pattern.fullmatch(value):
+        raise error(
+            f"{prefix}{what} must be 1 to {longest} characters of {allowed} "
+            f"(see docs/definitions.md), got {_shown(value)}"
+        )
+    return value
+
+
+def check_entity_name(
+    what: str, value: object, error: type[InvalidArgumentError] = InvalidArgumentError
+) -> str:
+    """A task, workflow or launch plan name; `what` says which, e.g. "task name"."""
+    return _check("entity", what, value, error, "")
+
+
+def check_scope_name(
+    what: str, value: object, error: type[InvalidArgumentError] = InvalidArgumentError
+) -> str:
+    """A project or a domain."""
+    return _check("scope", what, value, error, "")
+
+
+def check_namespace_name(
+    value: object, error: type[InvalidArgumentError] = InvalidArgumentError, where: str = ""
+) -> str:
+    """A quota namespace a task claims or an operator sets."""
+    name = _check("namespace", "quota namespace", value, error, where)
+    if name.startswith(LOCK_PREFIX):
+        prefix = f"{where}: " if where else ""
+        raise error(f"{prefix}quota namespace {name!r}: the prefix {LOCK_PREFIX!r} is for locks")
+    return name
+
+
+def lock_name_problem(value: object) -> str:
+    """Why a computed lock name is not acceptable, or "" when it is."""
+    if not isinstance(value, str):
+        return f"a lock name must be a string, got {_shown(value)}"
+    if not value:
+        return "a lock name must not be empty"
+    if len(value) > LOCK_NAME_MAX:
+        return f"a lock name must be at most {LOCK_NAME_MAX} characters, got {_shown(value)}"
+    if not value.isprintable():
+        return f"a lock name must not contain control characters, got {_shown(value)}"
+    return ""
