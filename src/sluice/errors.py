@@ -13,7 +13,8 @@ Hierarchy::
     │   ├── UnknownNamespaceError   a resource namespace with no quota
     │   └── PluginNotFoundError     no plugin for a task type (names the registered ones)
     ├── StoreError                  the state store failed
-    │   ├── StoreUnavailableError   cannot connect to the database
+    │   ├── StoreUnavailableError   cannot connect to the database, or its file fails I/O
+    │   │   └── StoreGoneError      the database does not exist (dropped, file removed/replaced)
     │   └── NotADatabaseError       the file is not a SQLite database
     ├── BackendUnavailableError     a resource or cache backend cannot be reached
     ├── MissingDependencyError      an optional driver is not installed (gives the pip hint)
@@ -74,6 +75,10 @@ class StoreError(SluiceError):
 
 class StoreUnavailableError(StoreError):
     """The database cannot be reached."""
+
+
+class StoreGoneError(StoreUnavailableError):
+    """The database itself is gone: dropped, or its file removed or replaced under us."""
 
 
 class NotADatabaseError(StoreError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator
@@ -21,7 +22,7 @@ from urllib.parse import urlsplit
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
+from sqlalchemy.exc import DatabaseError, DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from sluice.errors import (
@@ -29,8 +30,10 @@ from sluice.errors import (
     MissingDependencyError,
     NotADatabaseError,
     StoreError,
+    StoreGoneError,
     StoreUnavailableError,
 )
+from sluice.store.health import StoreHealth
 
 _READ_ONLY = "sluice_read_only"
 
@@ -132,27 +135,53 @@ def _sqlite_begin(conn: sa.Connection) -> None:
 
 
 def translate_error(exc: BaseException, url: DatabaseURL) -> StoreError:
-    """One place where driver errors become sluice errors."""
+    """One place where driver errors become sluice errors.
+
+    StoreGoneError: the database does not exist (PostgreSQL) or its file is missing (SQLite).
+    StoreUnavailableError: a connection could not be made or was lost, or the file failed
+    I/O ("disk I/O error": e.g. its -wal removed under a live process). Both exit 4 in the CLI.
+    """
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-    if url.dialect == "sqlite" and "file is not a database" in text:
-        return NotADatabaseError(f"{url.path} is not a SQLite database")
-    if isinstance(exc, OperationalError | OSError | ConnectionError) and (
-        url.dialect == "postgresql" or "unable to open" in text
-    ):
+    if url.dialect == "sqlite":
+        if "file is not a database" in text:
+            return NotADatabaseError(f"{url.path} is not a SQLite database")
+        if url.path is not None and not url.path.exists() and _is_sqlite_io_error(text):
+            return StoreGoneError(f"the SQLite database {url.path} was removed: {text}")
+        if _is_sqlite_io_error(text):
+            return StoreUnavailableError(f"database I/O error on {url.path}: {text}")
+        return StoreError(f"database error on {url.display}: {text}")
+    if "does not exist" in text and "database" in text:
+        return StoreGoneError(f"the database {url.display} does not exist: {text}")
+    invalidated = isinstance(exc, DBAPIError) and exc.connection_invalidated
+    if invalidated or isinstance(exc, OperationalError | InterfaceError | OSError):
         return StoreUnavailableError(f"cannot connect to {url.display}: {text}")
     return StoreError(f"database error on {url.display}: {text}")
 
 
+def _is_sqlite_io_error(text: str) -> bool:
+    return any(mark in text for mark in ("disk I/O error", "unable to open", "no such file"))
+
+
 class Database:
-    """An open database: a connection pool, transactions, and the URL it came from."""
+    """An open database: a connection pool, transactions, and the URL it came from.
+
+    Every transaction reports to `health` (see health.py): a connection error marks an
+    outage (one warning per outage, shared by every loop of the process), the next success
+    ends it. On SQLite, `check_files` compares the device/inode of the database and its -wal
+    with the ones opened: a removed or replaced file raises StoreGoneError (this process
+    must stop: its connections write to a file nobody else sees, and other processes then
+    fail with "disk I/O error").
+    """
 
     def __init__(self, url: DatabaseURL, engine: AsyncEngine) -> None:
         self.url = url
         self.engine = engine
         self.dialect = url.dialect
+        self.health = StoreHealth(url.display)
         # SQLite has one writer at a time; queue writers of this process here rather than in
         # SQLite's busy handler, which sleeps in steps of up to 100 ms.
         self._write_lock = asyncio.Lock() if url.dialect == "sqlite" else None
+        self._identities: dict[Path, tuple[int, int]] = {}
 
     @classmethod
     async def open(cls, url: str, *, upgrade: bool | None = None) -> Database:
@@ -175,6 +204,7 @@ class Database:
         except BaseException:
             await engine.dispose()
             raise
+        db._remember_files()
         return db
 
     @contextlib.asynccontextmanager
@@ -185,7 +215,9 @@ class Database:
                 async with self.engine.begin() as conn:
                     yield conn
             except (DBAPIError, DatabaseError) as exc:
-                raise translate_error(exc, self.url) from exc
+                raise self._failed(exc) from exc
+        if self.health.down_since is not None:
+            self.health.ok()
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
@@ -196,7 +228,49 @@ class Database:
                 async with conn.begin():
                     yield conn
         except (DBAPIError, DatabaseError) as exc:
-            raise translate_error(exc, self.url) from exc
+            raise self._failed(exc) from exc
+        if self.health.down_since is not None:
+            self.health.ok()
+
+    def _failed(self, exc: BaseException) -> StoreError:
+        error = translate_error(exc, self.url)
+        if isinstance(error, StoreUnavailableError):
+            self.health.lost(error)
+        return error
+
+    async def probe(self) -> None:
+        """One trivial round trip; reports to `health` like any transaction."""
+        async with self.read() as conn:
+            await conn.execute(sa.text("SELECT 1"))
+
+    def _remember_files(self) -> None:
+        if self.url.path is None:
+            return
+        for path in (self.url.path, _wal_path(self.url.path)):
+            with contextlib.suppress(OSError):
+                stat = path.stat()
+                self._identities[path] = (stat.st_dev, stat.st_ino)
+
+    def check_files(self) -> None:
+        """SQLite: raise StoreGoneError (and mark `health` fatal) if the database file or its
+        -wal was removed or replaced since this process opened them. Two stat calls."""
+        if self.url.path is None:
+            return
+        if _wal_path(self.url.path) not in self._identities:
+            self._remember_files()  # the -wal appears with the first write
+        for path, identity in self._identities.items():
+            try:
+                stat = path.stat()
+                current: tuple[int, int] | None = (stat.st_dev, stat.st_ino)
+            except FileNotFoundError:
+                current = None
+            if current != identity:
+                what = "removed" if current is None else "replaced"
+                error = StoreGoneError(
+                    f"the SQLite file {path} was {what} while this process had it open; restart it"
+                )
+                self.health.fail_now(error)
+                raise error
 
     @contextlib.asynccontextmanager
     async def _writer(self) -> AsyncIterator[None]:
@@ -210,12 +284,47 @@ class Database:
         await self.engine.dispose()
 
 
+def _wal_path(path: Path) -> Path:
+    return path.with_name(path.name + "-wal")
+
+
+PRIVATE_DIR_MODE, PRIVATE_FILE_MODE = 0o700, 0o600
+"""The store holds inputs, outputs and tracebacks: only its owner may read it. Directories
+sluice creates for a store are 0700, the database file 0600; SQLite gives its -wal and -shm
+the mode of the database file, so they are 0600 too. Files that already exist are left as
+they are (their owner chose)."""
+
+
+def make_private_dirs(directory: Path) -> None:
+    """Create `directory` and any missing parents as 0700 (chmod after mkdir: the umask
+    may only have removed bits)."""
+    missing = [d for d in (directory, *directory.parents) if not d.exists()]
+    for created in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            created.mkdir(mode=PRIVATE_DIR_MODE)
+            os.chmod(created, PRIVATE_DIR_MODE)
+
+
+def create_private_file(path: Path) -> None:
+    """Create `path` empty with mode 0600 unless it exists (an empty file is a valid SQLite
+    database). O_EXCL: never changes the mode of someone else's file."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, PRIVATE_FILE_MODE)
+    finally:
+        os.close(fd)
+
+
 def _create_engine(url: DatabaseURL) -> AsyncEngine:
     if url.dialect == "sqlite":
         assert url.path is not None
         if url.path.exists() and not url.path.is_file():
             raise NotADatabaseError(f"{url.path} is not a SQLite database (it is a directory)")
-        url.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(url.path.parent)
+        create_private_file(url.path)
         engine = create_async_engine(url.driver_url, pool_size=4, max_overflow=4)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         event.listen(engine.sync_engine, "begin", _sqlite_begin)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,8 +26,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.cancellation import reraise_cancellation
 from sluice.clock import Clock, SystemClock
+from sluice.errors import StoreUnavailableError
 from sluice.store import schema
-from sluice.store.database import Database, sqlite_data_version_connection
+from sluice.store.database import Database, sqlite_data_version_connection, translate_error
 
 log = logging.getLogger(__name__)
 Callback = Callable[[str], None]
@@ -145,20 +147,33 @@ class Notifier:
 
     # SQLite: poll data_version, read new rows.
     async def _sqlite_loop(self, conn: Any, last_id: int) -> None:
+        """Poll until cancelled; a failing poll reports to the database's health (one line
+        per outage) and is retried, never ending delivery."""
         try:
             version = None
             next_purge = self._clock.now() + self._retention / 2
             while True:
-                current = conn.execute("PRAGMA data_version").fetchone()[0]
-                if current != version:
-                    version = current
-                    last_id = self._sqlite_drain(conn, last_id)
+                try:
+                    current = conn.execute("PRAGMA data_version").fetchone()[0]
+                    if current != version:
+                        last_id = self._sqlite_drain(conn, last_id)
+                        version = current
+                except sqlite3.Error as exc:
+                    self._db.health.lost(self._unavailable(exc))
+                    await asyncio.sleep(_RECONNECT_MAX / 5)
+                    continue
                 if self._clock.now() >= next_purge:
                     next_purge = self._clock.now() + self._retention / 2
                     await self._purge()
                 await asyncio.sleep(self._poll_interval)
         finally:
             conn.close()
+
+    def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
+        error = translate_error(exc, self._db.url)
+        if isinstance(error, StoreUnavailableError):
+            return error
+        return StoreUnavailableError(str(error))
 
     def _sqlite_drain(self, conn: Any, last_id: int) -> int:
         rows = conn.execute(
@@ -175,9 +190,10 @@ class Notifier:
             async with self._db.begin() as conn:
                 table = schema.notifications
                 await conn.execute(sa.delete(table).where(table.c.created_at < cutoff))
-        except Exception:
+        except Exception as exc:
             reraise_cancellation()
-            log.warning("could not purge old notifications", exc_info=True)
+            if not self._db.health.expected(exc):
+                log.warning("could not purge old notifications", exc_info=True)
 
     # PostgreSQL: LISTEN on a dedicated autocommit connection; reconnect when it drops.
     async def _pg_connect(self) -> None:
@@ -194,6 +210,8 @@ class Notifier:
             self._pg_conn = None
 
     async def _pg_loop(self) -> None:
+        """Listen until cancelled. A dropped connection is an outage of the database: it is
+        reported once through the database's health, shared with every other loop."""
         delay = self._poll_interval
         while True:
             try:
@@ -202,7 +220,7 @@ class Notifier:
                     self.deliver_local(channel, payload)
             except Exception as exc:  # the connection dropped: reconnect, then wake everyone
                 reraise_cancellation()
-                log.warning("lost the notification connection (%s); reconnecting", exc)
+                self._db.health.lost(self._unavailable(exc))
             await self._pg_close()
             delay = await self._pg_reconnect(delay)
             self._wake_everyone()
@@ -216,6 +234,5 @@ class Notifier:
             except Exception as exc:
                 reraise_cancellation()
                 delay = min(_RECONNECT_MAX, delay * 2)
-                log.warning(
-                    "reconnecting for notifications failed (%s); next try in %.1fs", exc, delay
-                )
+                self._db.health.lost(self._unavailable(exc))
+                log.debug("reconnecting for notifications failed (%s)", exc)
