@@ -265,3 +265,44 @@ def test_each_call_reads_its_own_file(tmp_path: Path) -> None:
     first = load_config(write_toml(tmp_path / "one.toml", 'project = "one"'))
     second = load_config()
     assert (first.project, second.project) == ("one", "default")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "shown"),
+    [
+        ({"resources": {"lock_rules": {"db/*": 0}}}, "resources.lock_rules.db/*", "0"),
+        ({"resources": {"lock_rules": {"db/*": -2}}}, "resources.lock_rules.db/*", "-2"),
+        ({"resources": {"lock_rules": {"db/*": 5000}}}, "resources.lock_rules", "5000"),
+        ({"resources": {"quotas": {"hive": 0}}}, "resources.quotas.hive", "0"),
+        ({"resources": {"quotas": {"hive": 10**30}}}, "resources.quotas", str(10**30)),
+        ({"resources": {"quotas": {"bad name": 1}}}, "resources.quotas", "'bad name'"),
+        ({"resources": {"lease": float("nan")}}, "resources.lease", "nan"),
+        ({"resources": {"lease": float("inf")}}, "resources.lease", "inf"),
+        ({"engine": {"resync_interval": float("inf")}}, "engine.resync_interval", "inf"),
+        ({"engine": {"backoff_max": float("nan")}}, "engine.backoff_max", "nan"),
+        ({"engine": {"parallelism": 10**30}}, "engine.parallelism", str(10**30)),
+        ({"cache": {"max_reservation_heartbeat": float("nan")}}, "cache.max_reserv", "nan"),
+        ({"concurrency": {"max_per_project": {"p": 0}}}, "concurrency.max_per_project.p", "0"),
+        ({"concurrency": {"max_per_domain": {"p/d": -1}}}, "concurrency.max_per_domain", "-1"),
+        ({"concurrency": {"catch_up_max": 10**30}}, "concurrency.catch_up_max", str(10**30)),
+        ({"project": "a/b"}, "project", "'a/b'"),
+        ({"domain": "x:y"}, "domain", "'x:y'"),
+        ({"project": "p" * 5000}, "project", "5000 characters"),
+    ],
+)
+def test_values_that_could_never_work_are_refused_naming_key_and_value(
+    overrides: dict[str, object], key: str, shown: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(**overrides)
+    message = str(caught.value)
+    assert key in message and shown in message, message
+    assert "pydantic" not in message and "\n" not in message, message
+
+
+def test_lock_rules_and_caps_within_range_are_accepted() -> None:
+    settings = load_config(
+        resources={"lock_rules": {"db/partition/*": 1, "api/*": 4}},
+        concurrency={"max_per_domain": {"p/d": 2}},
+    )
+    assert settings.resources.lock_rules == {"db/partition/*": 1, "api/*": 4}

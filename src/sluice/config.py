@@ -12,9 +12,16 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -23,12 +30,33 @@ from pydantic_settings import (
 )
 
 from sluice.errors import ConfigError
+from sluice.spec.names import check_namespace_name, check_scope_name, shown
 
 DEFAULT_DATABASE_URL = "sqlite:///.sluice/sluice.db"
+LARGEST_SETTING = 1_000_000_000
+"""No count, cap or limit in config may exceed this (a larger one is a typo, and overflows
+the database's integers)."""
+
+Positive = Annotated[int, Field(ge=1)]
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST_SETTING:
+        raise ValueError(f"must be at most {LARGEST_SETTING:_} in size")
+    if isinstance(value, dict):
+        for item in value.values():
+            _bounded(item)
+    return value
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN or infinity in an interval, lease or delay would never fire or fire always.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_astronomical_numbers(cls, value: Any) -> Any:
+        return _bounded(value)
 
 
 class EngineConfig(_Section):
@@ -64,12 +92,24 @@ class ResourcesConfig(_Section):
     max_quota: int = Field(default=1000, ge=1)
     lease: float = Field(default=30.0, gt=0)
     """Lease of a granted token; live tasks renew it, a crashed holder's token returns after it."""
-    quotas: dict[str, int] = Field(default_factory=dict)
+    quotas: dict[str, Positive] = Field(default_factory=dict)
     """Operator quotas by namespace; they win over quotas plugins register."""
-    lock_rules: dict[str, int] = Field(default_factory=dict)
+    lock_rules: dict[str, Positive] = Field(default_factory=dict)
     """Capacity of lock names by glob pattern (`db/partition/*` = 1); unmatched locks get 1."""
     key_prefix: str = "sluice"
     """Prefix of every Redis key."""
+
+    @field_validator("quotas", "lock_rules", mode="after")
+    @classmethod
+    def _within_max_quota(cls, value: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+        """A quota or lock capacity above max_quota could never be stored, so never granted."""
+        top = info.data.get("max_quota", 1000)
+        for name, capacity in value.items():
+            if info.field_name == "quotas":
+                check_namespace_name(name, where="resources.quotas")
+            if capacity > top:
+                raise ValueError(f"{name!r} = {capacity} is above resources.max_quota ({top})")
+        return value
 
 
 class CacheConfig(_Section):
@@ -80,9 +120,9 @@ class CacheConfig(_Section):
 
 
 class ConcurrencyConfig(_Section):
-    max_per_project: dict[str, int] = Field(default_factory=dict)
+    max_per_project: dict[str, Positive] = Field(default_factory=dict)
     """Platform cap of active executions per project."""
-    max_per_domain: dict[str, int] = Field(default_factory=dict)
+    max_per_domain: dict[str, Positive] = Field(default_factory=dict)
     """Platform cap of active executions per `project/domain`."""
     catch_up: Literal["none", "latest", "all"] = "latest"
     catch_up_max: int = Field(default=10, ge=1)
@@ -102,6 +142,11 @@ class Settings(BaseSettings):
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
+
+    @field_validator("project", "domain", mode="after")
+    @classmethod
+    def _valid_scope(cls, value: str, info: ValidationInfo) -> str:
+        return check_scope_name(str(info.field_name), value)
 
     @classmethod
     def settings_customise_sources(
@@ -133,9 +178,10 @@ def _config_path(path: str | Path | None, env: Mapping[str, str]) -> Path | None
 def _describe(error: Any) -> str:
     key = ".".join(str(part) for part in error["loc"])
     env_name = "SLUICE_" + "__".join(str(part).upper() for part in error["loc"])
-    message = f"config {key} ({env_name}): {error['msg']}"
-    if error["type"] not in ("missing", "extra_forbidden"):
-        message += f", got {error['input']!r}"
+    text = str(error["msg"]).removeprefix("Value error, ")
+    message = f"config {key} ({env_name}): {text}"
+    if error["type"] not in ("missing", "extra_forbidden") and ", got " not in text:
+        message += f", got {shown(error['input'])}"
     elif error["type"] == "extra_forbidden":
         message = f"config {key} ({env_name}): unknown key"
     return message

@@ -37,9 +37,13 @@ _RULES = {
 }
 
 
-def _shown(value: object) -> str:
+def shown(value: object) -> str:
+    """repr(value), cut short for a value of thousands of characters."""
     text = repr(value)
-    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+    if len(text) <= 80:
+        return text
+    size = len(value) if isinstance(value, str) else len(text)
+    return f"{text[:60]}... ({size} characters)"
 
 
 def _check(
@@ -48,11 +52,11 @@ def _check(
     pattern, longest, allowed = _RULES[rule]
     prefix = f"{where}: " if where else ""
     if not isinstance(value, str):
-        raise error(f"{prefix}{what} must be a string, got {_shown(value)}")
+        raise error(f"{prefix}{what} must be a string, got {shown(value)}")
     if not value or len(value) > longest or not pattern.fullmatch(value):
         raise error(
             f"{prefix}{what} must be 1 to {longest} characters of {allowed} "
-            f"(see docs/definitions.md), got {_shown(value)}"
+            f"(see docs/definitions.md), got {shown(value)}"
         )
     return value
 
@@ -85,11 +89,11 @@ def check_namespace_name(
 def lock_name_problem(value: object) -> str:
     """Why a computed lock name is not acceptable, or "" when it is."""
     if not isinstance(value, str):
-        return f"a lock name must be a string, got {_shown(value)}"
+        return f"a lock name must be a string, got {shown(value)}"
     if not value:
         return "a lock name must not be empty"
     if len(value) > LOCK_NAME_MAX:
-        return f"a lock name must be at most {LOCK_NAME_MAX} characters, got {_shown(value)}"
+        return f"a lock name must be at most {LOCK_NAME_MAX} characters, got {shown(value)}"
     if not value.isprintable():
-        return f"a lock name must not contain control characters, got {_shown(value)}"
+        return f"a lock name must not contain control characters, got {shown(value)}"
     return ""
