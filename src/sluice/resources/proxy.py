@@ -21,10 +21,17 @@ EXECUTION_TOKEN_PREFIX = "ex"
 
 
 def compose_token(holder: Holder, token: str) -> str:
-    """The stored token: `ex:<project>:<domain>:<execution>-<token>`."""
-    return (
-        f"{EXECUTION_TOKEN_PREFIX}:{holder.project}:{holder.domain}:{holder.execution_id}-{token}"
-    )
+    """The stored token: `ex:<project>:<domain>:<execution>-<token>`, each part escaped so
+    that two different tasks never compose the same one: `%` and `:` in the project, domain
+    and execution, and `-` in the execution, become `%25`, `%3A` and `%2D` (names without
+    them read as in Flyte). The token, last, needs no escaping."""
+    project, domain = _escape(holder.project), _escape(holder.domain)
+    execution = _escape(holder.execution_id).replace("-", "%2D")
+    return f"{EXECUTION_TOKEN_PREFIX}:{project}:{domain}:{execution}-{token}"
+
+
+def _escape(part: str) -> str:
+    return part.replace("%", "%25").replace(":", "%3A")
 
 
 class PluginRegistrar:
