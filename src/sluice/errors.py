@@ -7,6 +7,7 @@ Hierarchy::
     ├── InvalidArgumentError        a bad value passed to an API (also a ValueError)
     │   ├── DefinitionError         a task, workflow or launch plan cannot be defined
     │   ├── InputError              workflow inputs do not match the interface
+    │   │   └── ClaimNeverFitsError a launch claims more than a quota or lock can ever grant
     │   ├── InvalidQuotaError       quota, constraint or units out of range
     │   └── InvalidPolicyError      a concurrency policy or schedule is malformed
     ├── NotFoundError               an unknown execution, workflow, launch plan, namespace...
@@ -47,6 +48,10 @@ class DefinitionError(InvalidArgumentError):
 
 class InputError(InvalidArgumentError):
     """Inputs given to a workflow or task do not match its interface."""
+
+
+class ClaimNeverFitsError(InputError):
+    """A launch claims more units than a quota or a lock's capacity: it could never run."""
 
 
 class InvalidQuotaError(InvalidArgumentError):
