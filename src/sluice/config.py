@@ -76,6 +76,14 @@ class EngineConfig(_Section):
     scheduler_policy: Literal["default", "fifo", "shared_locks_first"] = "default"
     starvation_bound: float = Field(default=300.0, gt=0)
     """Seconds after which a waiting task stops being overtaken (see concurrency/scheduler.py)."""
+    plugin_call_timeout: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    """Longest one plugin call (handle, abort, finalize) may take; an overrun is cancelled and
+    fails the attempt as a retryable system error. A task's own timeout bounds it further."""
+    max_reconcile_failures: int = Field(default=5, ge=1)
+    """Consecutive failed reconciles (backing off between them) before the execution FAILS."""
+    store_gone_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a dropped database (or removed SQLite file) may take to return before the
+    engine stops (exit 4)."""
 
 
 class PluginsConfig(_Section):

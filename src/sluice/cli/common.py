@@ -1,8 +1,11 @@
 """What every command shares: options, the runtime, errors to exit codes, JSON output.
 
 Exit codes: 0 success; 1 the execution did not succeed; 2 bad input (usage, unknown target,
-bad value, bad config); 3 the execution was SKIPPED by a concurrency policy; 4 a database or
-backend cannot be reached; 130 interrupted.
+bad value, bad config, a file that is not a database); 3 the execution was SKIPPED by a
+concurrency policy; 4 the database cannot be reached or fails I/O (StoreUnavailableError:
+connection refused or lost, SQLite "disk I/O error"), or is gone (StoreGoneError: dropped,
+its file removed or replaced; `sluice engine` exits so after a bounded retry), or a backend
+cannot be reached or its driver is missing; 130 interrupted.
 """
 
 from __future__ import annotations

@@ -2,13 +2,30 @@
 wait on changes, admits tasks under its parallelism cap in the scheduler's order, and resyncs
 now and then as a safety net. Several engines share one store; an execution has one owner at
 a time, and a crashed owner's executions are taken over after its lease lapses (at once if
-the owner was a process on this host that no longer exists)."""
+the owner was a process on this host that no longer exists).
+
+Rules of the outer loops:
+- Sharing work: an engine claims executions in batches bounded by its free capacity
+  (`parallelism` minus the executions it already drives), oldest first, and claims again as
+  executions end; so N engines on one store share a backlog. A live engine's executions are
+  never taken: only an expired lease, or an owner that was a process on this host which no
+  longer exists.
+- Failing reconciles: a reconcile that raises is retried with back-off (backoff_base doubling,
+  capped by backoff_max); after `max_reconcile_failures` consecutive failures the execution
+  is FAILED (its error carries the last failure's message, an event records it), its nodes are
+  stopped and the engine goes on. The traceback is logged once, later failures one line each.
+  Store outages (StoreUnavailableError) are not the execution's fault: never counted.
+- Store outages: every loop shares the database's health (store/health.py): one warning per
+  outage, one line when it is back, no tracebacks for connection errors. A database that is
+  gone for `store_gone_timeout` seconds, or a SQLite file removed or replaced under the engine,
+  sets `fatal` and ends `wait_fatal`; `sluice engine` then stops with exit 4.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from sluice.cache import Catalog
 from sluice.cancellation import reraise_cancellation, wait_event
@@ -20,6 +37,7 @@ from sluice.engine.ownership import Ownership
 from sluice.engine.scheduling import Scheduling
 from sluice.engine.services import EngineServices
 from sluice.engine.state import ExecutionState, NodeState
+from sluice.errors import StoreGoneError
 from sluice.resources import QuotaManager
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL, Notifier
@@ -29,6 +47,8 @@ log = logging.getLogger(__name__)
 RECONCILE_WORKERS = 4
 """Coroutines that reconcile woken executions concurrently, in each engine."""
 _STOP_GRACE = 10.0
+_WATCH_INTERVAL = 0.5
+"""Seconds between checks of the store's files (SQLite) and probes during an outage."""
 
 
 class Engine:
@@ -86,6 +106,10 @@ class Engine:
         self._unsubscribe: list[Callable[[], None]] = []
         self._claim_wanted = asyncio.Event()
         self._background: set[asyncio.Task[None]] = set()
+        self._failures: dict[str, int] = {}
+        self.health = store.db.health
+        self.health.gone_timeout = services.config.store_gone_timeout
+        self._fatal = asyncio.Event()
         if services.counters is not None:
             scheduler = self.scheduling.scheduler
             services.counters.watch(
@@ -134,14 +158,51 @@ class Engine:
             log.warning("engine %s lost execution %s to another engine", self.engine_id, ex.id)
             self._drop(ex)
             return
-        except Exception:
+        except Exception as exc:
             reraise_cancellation()
-            log.exception("reconciling %s failed; retrying soon", ex.id)
-            self.scheduling.wake_at(ex.id, next(iter(ex.nodes), ""), self.s.clock.now() + 1.0)
+            await self._reconcile_failed(ex, exc)
             return
+        self._failures.pop(ex.id, None)
         if ex.record.phase.is_terminal:
             await self.ownership.release(ex.id)
             self._drop(ex)
+
+    async def _reconcile_failed(self, ex: ExecutionState, exc: Exception) -> None:
+        """Retry with back-off; FAIL the execution after `max_reconcile_failures` in a row."""
+        if self.health.expected(exc):  # the store's outage, reported once by its health
+            self._retry(ex, 1.0)
+            return
+        count = self._failures.get(ex.id, 0) + 1
+        self._failures[ex.id] = count
+        limit = self.s.config.max_reconcile_failures
+        if count >= limit:
+            message = "reconciling %s failed %d times in a row (%s); failing the execution"
+            log.error(message, ex.id, count, exc, exc_info=count == 1)
+            await self._give_up(ex, f"reconciling failed {count} times in a row: {exc}")
+            return
+        config = self.s.config
+        delay = max(0.01, min(config.backoff_max, config.backoff_base * 2 ** (count - 1)))
+        message = "reconciling %s failed (%d/%d): %s; retrying in %.2fs"
+        # The traceback once; later failures one line each.
+        log.warning(message, ex.id, count, limit, exc, delay, exc_info=count == 1)
+        self._retry(ex, delay)
+
+    def _retry(self, ex: ExecutionState, delay: float) -> None:
+        ex.todo.update(n.id for n in ex.nodes.values() if not n.record.phase.is_terminal)
+        self.scheduling.wake_at(ex.id, next(iter(ex.nodes), ""), self.s.clock.now() + delay)
+
+    async def _give_up(self, ex: ExecutionState, message: str) -> None:
+        self._failures.pop(ex.id, None)
+        try:
+            await self.driver.fail(ex, message)
+        except LostOwnership:
+            self._drop(ex)
+            return
+        except Exception as exc:
+            reraise_cancellation()
+            log.error("could not record the failure of %s (%s); dropping it", ex.id, exc)
+        await self.ownership.release(ex.id)
+        self._drop(ex)
 
     def _drop(self, ex: ExecutionState) -> None:
         self._executions.pop(ex.id, None)
@@ -149,11 +210,20 @@ class Engine:
             if node.admitted or node.queued:
                 self.scheduling.release_admission(ex.id, node.id)
         self._done.setdefault(ex.id, asyncio.Event()).set()
+        self._claim_wanted.set()  # capacity freed: claim more
 
     # Ownership.
+    def free_capacity(self) -> int:
+        """How many more executions this engine takes: its parallelism minus what it drives."""
+        return self.s.config.parallelism - len(self._executions)
+
     async def claim(self) -> int:
-        """Take ownership of executions nobody (alive) holds; returns how many were taken."""
-        loaded = await self.ownership.claim(set(self._executions))
+        """Take ownership of up to `free_capacity` executions nobody (alive) holds, oldest
+        first; returns how many were taken."""
+        free = self.free_capacity()
+        if free <= 0:
+            return 0
+        loaded = await self.ownership.claim(set(self._executions), free)
         for state in loaded:
             self._executions[state.id] = state
             self.enqueue(state.id)
@@ -206,24 +276,55 @@ class Engine:
                 self.enqueue(execution_id)
 
     # Loops.
+    async def _guarded(self, work: Callable[[], Awaitable[object]], what: str) -> None:
+        """Run one pass of a loop: a store outage is left to the shared health (no
+        traceback); anything else is logged with its traceback."""
+        try:
+            await work()
+        except Exception as exc:
+            reraise_cancellation()
+            if not self.health.expected(exc):
+                log.exception("%s failed", what)
+
     async def _claim_loop(self) -> None:
         while True:
-            try:
-                await self.claim()
-            except Exception:
-                reraise_cancellation()
-                log.exception("claiming executions failed")
+            await self._guarded(self.claim, "claiming executions")
             await wait_event(self._claim_wanted, self.s.config.resync_interval / 2)
             self._claim_wanted.clear()
 
-    async def _every(self, seconds: float, work: Callable[[], object], what: str) -> None:
+    async def _every(
+        self, seconds: float, work: Callable[[], Awaitable[object]], what: str
+    ) -> None:
         while True:
             await asyncio.sleep(seconds)
+            await self._guarded(work, what)
+
+    async def _watch_store(self) -> None:
+        """Notice a removed or replaced SQLite file, probe the store during an outage (so
+        its end is noticed and logged), and stop the engine once the store is lost for good."""
+        while self.health.fatal is None:
+            await asyncio.sleep(_WATCH_INTERVAL)
             try:
-                await work()  # type: ignore[misc]
-            except Exception:
+                self.store.db.check_files()
+                if self.health.down:
+                    await self.store.db.probe()
+            except Exception as exc:
                 reraise_cancellation()
-                log.exception("%s failed", what)
+                if not self.health.expected(exc):
+                    log.exception("watching the store failed")
+        log.error("engine %s stops: %s", self.engine_id, self.health.fatal)
+        self._fatal.set()
+
+    @property
+    def fatal(self) -> StoreGoneError | None:
+        """The error that ended this engine's usefulness (the store is gone), if any."""
+        return self.health.fatal
+
+    async def wait_fatal(self) -> StoreGoneError:
+        """Return once the store is lost for good; the caller stops the engine."""
+        await self._fatal.wait()
+        assert self.health.fatal is not None
+        return self.health.fatal
 
     async def _resync(self) -> None:
         """The safety net: re-read every owned execution's phase (an abort whose notification
@@ -255,6 +356,7 @@ class Engine:
         config = self.s.config
         loops = [
             self._claim_loop(),
+            self._watch_store(),
             self._every(config.execution_lease / 3, self._renew, "renewing execution leases"),
             self._every(config.resync_interval, self._resync, "resync"),
             *(self._work() for _ in range(RECONCILE_WORKERS)),

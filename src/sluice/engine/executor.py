@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from sluice.cancellation import reraise_cancellation
 from sluice.engine.bindings import resolve, resolve_inputs
 from sluice.engine.cache_gate import CacheGate
 from sluice.engine.claims import ClaimsGate
@@ -54,6 +55,33 @@ class ExecutionDriver:
                 await self._evaluate_todo(ex)
             self._complete_if_done(ex)
             await self.persist(ex)
+
+    async def fail(self, ex: ExecutionState, message: str) -> None:
+        """Give up on an execution that cannot be reconciled: stop its nodes (a node whose
+        stop fails is marked ABORTED anyway), FAIL it with `message` as its error and an
+        event, and persist. If writing the nodes fails too, the phase and event are written
+        alone, so the execution never stays active in the store because of a bad node."""
+        async with ex.lock:
+            ex.todo.clear()
+            reason = "stopped: the execution could not be reconciled"
+            for node in [n for n in ex.nodes.values() if not n.record.phase.is_terminal]:
+                try:
+                    await self.handler.abort(ex, node, reason)
+                except Exception as exc:
+                    reraise_cancellation()
+                    log.warning("stopping %s/%s failed: %s", ex.id, node.id, exc)
+                if not node.record.phase.is_terminal:
+                    self._end_node(ex, node, NodePhase.ABORTED)
+            error = {"code": "ReconcileFailed", "message": message, "kind": "SYSTEM"}
+            self._set_phase(ex, ExecutionPhase.FAILED, error=error, reason=message)
+            try:
+                await self.persist(ex)
+            except LostOwnership:
+                raise
+            except Exception:
+                reraise_cancellation()
+                ex.changed.clear()
+                await self.persist(ex)
 
     async def _evaluate_todo(self, ex: ExecutionState) -> None:
         while ex.todo and not ex.record.phase.is_terminal:

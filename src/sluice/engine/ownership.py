@@ -15,12 +15,11 @@ from sluice.spec.phases import ExecutionPhase
 from sluice.store.records import ExecutionRecord
 from sluice.store.store import Repos, Store
 
-_CLAIMABLE = [p for p in ExecutionPhase if not p.is_terminal and p is not ExecutionPhase.PENDING]
-
 
 def dead_local_owner(owner: str | None) -> bool:
     """The owner was a process on this host that no longer exists: no need to wait out its
-    lease."""
+    lease. Errs towards alive: an id that names no (host, pid), another host, a pid we may
+    not signal, or a pid that exists (even reused, even a zombie) all count as alive."""
     located = instance_pid(owner or "")
     if located is None or located[0] != socket.gethostname():
         return False
@@ -46,37 +45,30 @@ class Ownership:
     def engine_id(self) -> str:
         return self.s.engine_id
 
-    async def claim(self, held: Collection[str]) -> list[ExecutionState]:
-        """Take every execution nobody alive holds; their loaded states."""
+    async def claim(self, held: Collection[str], limit: int) -> list[ExecutionState]:
+        """Take up to `limit` executions nobody alive holds, highest priority then oldest
+        first; their loaded states.
+
+        Nobody alive: no owner, a lapsed lease, or an owner that was a process on this host
+        that no longer exists (its executions are released at once). An owner whose lease is
+        live and that is not provably dead (another host, or a process that exists) is never
+        taken from: a live engine on this host is never treated as dead.
+        """
         now = self.s.clock.now()
         until = now + self.s.config.execution_lease
         taken: list[str] = []
         async with self.store.write() as repos:
-            for record in await self._candidates(repos, now):
-                if record.id in held:
-                    continue
-                if (
-                    record.owner
-                    and record.owner != self.engine_id
-                    and dead_local_owner(record.owner)
-                ):
-                    await repos.executions.release(record.id, record.owner)
-                if await repos.executions.claim(record.id, self.engine_id, now, until):
-                    taken.append(record.id)
+            for owner in await repos.executions.other_owners(self.engine_id, now):
+                if dead_local_owner(owner):
+                    await repos.executions.release_all(owner)
+            # Executions this engine already drives come back too: skip them.
+            candidates = await repos.executions.claimable(
+                self.engine_id, now, limit + len(held), ids=self.only
+            )
+            for execution_id in [i for i in candidates if i not in held][:limit]:
+                if await repos.executions.claim(execution_id, self.engine_id, now, until):
+                    taken.append(execution_id)
         return [state for state in [await self._load(i) for i in taken] if state is not None]
-
-    async def _candidates(self, repos: Repos, now: float) -> list[ExecutionRecord]:
-        records = await repos.executions.find(
-            phases=_CLAIMABLE, ids=self.only, limit=1000, oldest_first=True
-        )
-        return [
-            r
-            for r in records
-            if r.owner is None
-            or r.owner == self.engine_id
-            or (r.owner_expires_at or 0) < now
-            or dead_local_owner(r.owner)
-        ]
 
     async def _load(self, execution_id: str) -> ExecutionState | None:
         async with self.store.read() as repos:

@@ -132,8 +132,11 @@ class ExecutionRepository:
         )
         return result.rowcount == 1
 
-    async def claimable(self, owner: str, now: float, limit: int) -> list[str]:
-        """Ids of executions an engine could claim, oldest first."""
+    async def claimable(
+        self, owner: str, now: float, limit: int, ids: Collection[str] | None = None
+    ) -> list[str]:
+        """Ids of executions `owner` could claim (unowned, lease lapsed, or its own), highest
+        priority then oldest first, at most `limit`; only among `ids` when given."""
         t = self._t
         query = (
             sa.select(t.c.id)
@@ -145,7 +148,32 @@ class ExecutionRepository:
             .order_by(t.c.priority.desc(), t.c.created_at)
             .limit(limit)
         )
+        if ids is not None:
+            query = query.where(t.c.id.in_(list(ids)))
         return [row.id for row in await self._conn.execute(query)]
+
+    async def other_owners(self, owner: str, now: float) -> set[str]:
+        """Owners other than `owner` holding a live lease on an active execution."""
+        t = self._t
+        query = (
+            sa.select(t.c.owner)
+            .where(
+                t.c.phase.in_(_NON_TERMINAL),
+                t.c.owner.is_not(None),
+                t.c.owner != owner,
+                t.c.owner_expires_at >= now,
+            )
+            .distinct()
+        )
+        return {row.owner for row in await self._conn.execute(query)}
+
+    async def release_all(self, owner: str) -> int:
+        """Release every execution `owner` holds (it is known dead); how many."""
+        t = self._t
+        result = await self._conn.execute(
+            sa.update(t).where(t.c.owner == owner).values(owner=None, owner_expires_at=None)
+        )
+        return int(result.rowcount or 0)
 
     async def hold(self, execution_id: str, owner: str, lease_until: float) -> bool:
         """Extend `owner`'s lease on one execution; False if it no longer owns it."""
