@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from sluice.cache import Catalog
 from sluice.clock import Clock, SystemClock
-from sluice.concurrency.launch import create_execution
+from sluice.concurrency.launch import claim_limits, create_execution
 from sluice.config import Settings
 from sluice.engine.context import EnvSecrets
 from sluice.engine.engine import Engine
@@ -170,6 +170,7 @@ class Runtime:
             inputs=inputs,
             launch_plan=launch_plan,
             options=options,
+            limits=claim_limits(self.resources, self.settings.resources),
         )
         assert record is not None
         return record

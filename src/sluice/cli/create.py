@@ -10,7 +10,7 @@ import click
 from sluice.cli.common import EXIT_FAILED, EXIT_SKIPPED, print_json, run_async, state
 from sluice.cli.inputs import parse_inputs
 from sluice.cli.run import execution_json
-from sluice.concurrency.launch import create_execution, merge_inputs
+from sluice.concurrency.launch import claim_limits, create_execution, merge_inputs
 from sluice.concurrency.launch_plans import LaunchPlanService
 from sluice.embedded import await_decision, controller_if_pending, wait_for_end
 from sluice.runtime import Runtime
@@ -76,6 +76,7 @@ async def create_and_decide(
         workflow=workflow,
         inputs=values,
         launch_plan=spec,
+        limits=claim_limits(runtime.resources, settings.resources),
     )
     assert record is not None
     async with controller_if_pending(runtime, record):

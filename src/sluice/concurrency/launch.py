@@ -3,19 +3,57 @@ API, schedules), so inputs are checked the same way and nothing is written half-
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from sluice.clock import Clock
 from sluice.concurrency.policies import UNDECIDED_REASON, needs_controller
-from sluice.errors import InputError, NotFoundError
+from sluice.errors import (
+    BackendUnavailableError,
+    ClaimNeverFitsError,
+    DefinitionError,
+    InputError,
+    NotFoundError,
+)
 from sluice.ids import new_execution_id
-from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
+from sluice.spec.locks import capacity_of, fill_template, template_problem
+from sluice.spec.models import Binding, LaunchPlanSpec, NodeSpec, TaskSpec, WorkflowSpec
+from sluice.spec.names import check_entity_name, check_scope_name
 from sluice.spec.phases import ExecutionPhase
 from sluice.spec.types import validate_json
 from sluice.store.notify import EXECUTIONS_CHANNEL, Notifier
 from sluice.store.records import EventRecord, ExecutionRecord, NodeRecord
 from sluice.store.store import Repos, Store
+
+if TYPE_CHECKING:
+    from sluice.config import ResourcesConfig
+    from sluice.resources import QuotaManager
+
+QuotaOf = Callable[[str], Awaitable[int | None]]
+"""The effective quota of a namespace, or None when none is known yet."""
+
+
+@dataclass(frozen=True)
+class ClaimLimits:
+    """What a launch can know of the room its tasks claim: quotas and lock capacities."""
+
+    quota_of: QuotaOf
+    lock_rules: Mapping[str, int]
+
+
+def claim_limits(manager: QuotaManager, config: ResourcesConfig) -> ClaimLimits:
+    """The limits a runtime's resource manager and config set."""
+
+    async def quota_of(namespace: str) -> int | None:
+        try:
+            await manager.start()  # idempotent; the engine starts it anyway
+            snapshots = await manager.describe(namespace)
+        except BackendUnavailableError:  # the engine will say so; the launch need not wait
+            return None
+        return next((s.quota for s in snapshots if s.namespace == namespace), None)
+
+    return ClaimLimits(quota_of, config.lock_rules)
 
 
 def merge_inputs(
@@ -56,13 +94,16 @@ async def create_execution(
     options: Mapping[str, Any] | None = None,
     scheduled_at: float | None = None,
     execution_id: str | None = None,
+    limits: ClaimLimits | None = None,
 ) -> ExecutionRecord | None:
     """Register the workflow (and the launch plan version, INACTIVE if new), then insert the
     execution, its nodes and its first event in one transaction. PENDING when a concurrency
     policy governs the launch plan name or a platform cap governs the project (the controller
     decides, see concurrency/policies.py), else QUEUED. Returns None when this schedule
-    firing exists already."""
+    firing exists already. Names, and claims that could never be granted (see
+    `check_launch`), are refused before anything is written."""
     values = merge_inputs(workflow, inputs, launch_plan)
+    await check_launch(workflow, values, project, domain, launch_plan, limits)
     now = clock.now()
     record = _new_record(project, domain, workflow, values, launch_plan, now)
     record.id, record.scheduled_at = execution_id or record.id, scheduled_at
@@ -84,6 +125,107 @@ async def create_execution(
         if notifier is not None:
             await notifier.publish(repos.conn, EXECUTIONS_CHANNEL, record.id)
     return record
+
+
+async def check_launch(
+    workflow: WorkflowSpec,
+    values: Mapping[str, Any],
+    project: str,
+    domain: str,
+    launch_plan: LaunchPlanSpec | None = None,
+    limits: ClaimLimits | None = None,
+) -> None:
+    """Refuse, before anything is written, a launch that could never run: a bad name, a lock
+    template that cannot be filled, a lock name known now (from workflow inputs and constants)
+    that is malformed or whose rule's capacity is < 1, more units than a known quota. Lock
+    names that depend on upstream outputs are the engine's to check when the node starts."""
+    check_scope_name("project", project, InputError)
+    check_scope_name("domain", domain, InputError)
+    check_entity_name("workflow name", workflow.name, InputError)
+    if launch_plan is not None:
+        check_entity_name("launch plan name", launch_plan.name, InputError)
+    for node in workflow.nodes:
+        task = workflow.tasks.get(node.task)
+        if task is not None:
+            await _check_task(task, node, values, project, domain, limits)
+
+
+async def _check_task(
+    task: TaskSpec,
+    node: NodeSpec,
+    values: Mapping[str, Any],
+    project: str,
+    domain: str,
+    limits: ClaimLimits | None,
+) -> None:
+    where = f"task {task.name!r}"
+    check_entity_name("task name", task.name, InputError)
+    for name in _known_lock_names(task, node, values, where):
+        pattern, capacity = capacity_of(limits.lock_rules if limits else {}, name)
+        if capacity < 1:
+            raise ClaimNeverFitsError(
+                f"{where} in {project}/{domain} claims lock {name!r}, whose lock rule "
+                f"{pattern!r} has capacity {capacity}: it could never be granted"
+            )
+    if limits is None:
+        return
+    for claim in task.claims.quotas:
+        quota = await limits.quota_of(claim.namespace)
+        if quota is not None and claim.units > quota:
+            raise ClaimNeverFitsError(
+                f"{where} in {project}/{domain} claims {claim.units} units of "
+                f"{claim.namespace!r}, whose quota is {quota}: it could never be granted"
+            )
+
+
+def _known_lock_names(
+    task: TaskSpec, node: NodeSpec, values: Mapping[str, Any], where: str
+) -> list[str]:
+    names: list[str] = []
+    for spec in task.claims.locks:
+        if spec.function:
+            continue  # user code: called by the engine when the node starts
+        problem = template_problem(spec, task.interface)
+        if problem:
+            raise DefinitionError(f"{where}: locks: {problem}")
+        inputs = _known_inputs(task, node, values)
+        if inputs is None:
+            continue
+        try:
+            names.extend(fill_template(spec, inputs))
+        except ValueError as exc:
+            raise InputError(f"{where}: {exc}") from None
+    return names
+
+
+_UNKNOWN = object()
+
+
+def _known_inputs(
+    task: TaskSpec, node: NodeSpec, values: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The node's inputs when every one is known at launch; None if any waits for upstream."""
+    known: dict[str, Any] = {}
+    for name, declared in task.interface.inputs.items():
+        binding = node.inputs.get(name)
+        value = declared.default if binding is None else _value_of(binding, values)
+        if value is _UNKNOWN:
+            return None
+        known[name] = value
+    return known
+
+
+def _value_of(binding: Binding, values: Mapping[str, Any]) -> Any:
+    if binding.kind == "input":
+        return values.get(binding.name, _UNKNOWN)
+    if binding.kind == "constant":
+        return binding.value
+    if binding.kind in ("list", "dict"):
+        items = [_value_of(item, values) for item in binding.items]
+        if any(item is _UNKNOWN for item in items):
+            return _UNKNOWN
+        return items if binding.kind == "list" else dict(zip(binding.keys, items, strict=False))
+    return _UNKNOWN
 
 
 def _new_record(
