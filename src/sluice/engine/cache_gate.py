@@ -6,6 +6,15 @@ lookup -> HIT: the node succeeds with the cached outputs, nothing else happens;
           by the owner's put or release (or the reservation's expiry);
 while running: extend the reservation every heartbeat (a task that lost it is still driven
 to its end); success: put, then release; failure, abort or timeout: release.
+
+At most one live body per cache key while its owner lives:
+- The heartbeat is armed wherever a node runs on a held reservation: when `_reserve` takes
+  it, and, for a node whose record says ACQUIRED but that this engine never armed (loaded
+  after a crash or a takeover), at the first heartbeat check, which extends it at once.
+- Resume: an in-flight attempt whose record says ACQUIRED is re-verified (`reverify`) with
+  get_or_extend_reservation before it runs on: still ours -> extended, heartbeat armed and
+  scheduled; someone else's -> the handler stops the attempt (abort and finalize) and the
+  node waits for the cache like any waiter (a fresh attempt start, not a user retry).
 """
 
 from __future__ import annotations
@@ -121,13 +130,32 @@ class CacheGate:
             self.catalog.observe_reservation_wait(self.clock.now() - node.waiting_since)
             node.waiting_since = None
 
-    async def heartbeat(self, ex: ExecutionState, node: NodeState) -> float | None:
-        """Extend a held reservation when it is due; the time of the next heartbeat."""
+    async def reverify(self, ex: ExecutionState, node: NodeState) -> str | None:
+        """None when the in-flight attempt may run on: it holds no reservation, or the one its
+        record names is still its own (extended now, heartbeat armed); otherwise why it must
+        stop. SluiceError when the reservation store cannot answer (the caller retries)."""
         rec = node.record
-        if rec.reservation_status is not ReservationStatus.ACQUIRED or node.heartbeat_at is None:
+        if rec.reservation_status is not ReservationStatus.ACQUIRED:
+            return None
+        owner = self.owner_id(ex, node)
+        held = await self.catalog.get_or_extend_reservation(
+            self._key(ex, node), owner, self.config.heartbeat_interval
+        )
+        if held.owner_id == owner:
+            node.heartbeat_at = self.clock.now() + held.heartbeat_interval
+            return None
+        rec.reservation_status = ReservationStatus.EXISTS
+        node.heartbeat_at = None
+        return f"its cache reservation was taken over by {held.owner_id}"
+
+    async def heartbeat(self, ex: ExecutionState, node: NodeState) -> float | None:
+        """Extend a held reservation when it is due (at once when it was never armed here);
+        the time of the next heartbeat."""
+        rec = node.record
+        if rec.reservation_status is not ReservationStatus.ACQUIRED:
             return None
         now = self.clock.now()
-        if now < node.heartbeat_at:
+        if node.heartbeat_at is not None and now < node.heartbeat_at:
             return node.heartbeat_at
         owner = self.owner_id(ex, node)
         try:

@@ -7,6 +7,18 @@ created on the fly, with a capacity from the first matching `resources.lock_rule
 when none matches). Everything is claimed through the resource manager in ONE all-or-nothing
 allocation, after the task has a parallelism slot and before its plugin runs: no hold-and-wait,
 so no deadlock. The leases are renewed while the task lives and released in finalize.
+
+Rules:
+- An attempt holds exactly what the resource store says it holds. An in-flight attempt that
+  an engine loads (resumed after a crash or a takeover) is re-verified before it runs on
+  (`reverify`): its claims are allocated again (idempotent: GRANTED while held, and a lapsed
+  lease nobody took is granted again) and its plugin's tokens renewed. Anything no longer
+  held stops the attempt (the handler aborts and finalizes it and puts the node back to
+  waiting for its claims, a fresh attempt start that is not a user retry).
+- `renew` returns what no longer holds; the engine then re-verifies the attempt the same way
+  instead of letting it run on a token someone else may have been granted.
+- Aborting, failing or finishing withdraws every waiter entry the node has in the manager
+  (its claim's token, and the plugin's refused tokens), not only the tokens it holds.
 """
 
 from __future__ import annotations
@@ -194,13 +206,14 @@ class ClaimsGate:
         return None
 
     async def release(self, ex: ExecutionState, node: NodeState) -> None:
-        """Give back the task's claims and every token its plugin still holds."""
+        """Give back the task's claims and every token its plugin still holds, and withdraw
+        every waiter entry the node left in the manager (a refused claim waits there)."""
         held = node.record.claims or {}
         if held:
             crash_point("engine.before_release")
         if held.get("token"):  # logged before the release: the log never overstates holding
             self._event(ex, node, "RELEASED", list(held.get("namespaces", [])))
-        for token, namespaces in _held(held):
+        for token, namespaces in [*_held(held), *self._waits(ex, node, held)]:
             try:
                 await self.manager.release(token, namespaces)
             except SluiceError:
@@ -209,9 +222,58 @@ class ClaimsGate:
             node.record.claims = None
             ex.mark_changed(node)
 
-    async def renew(self, claims: Mapping[str, Any]) -> None:
+    def _waits(
+        self, ex: ExecutionState, node: NodeState, held: Mapping[str, Any]
+    ) -> list[tuple[str, list[str]]]:
+        """Where the node may still wait in the manager's queues without holding."""
+        waits = [(token, [namespace]) for namespace, token in held.get("plugin_waits", [])]
+        if held.get("token") or not self._declares_claims(node):
+            return waits
+        with contextlib.suppress(SluiceError):
+            if node.lock_names is None:
+                node.lock_names = lock_names(node.task, node.record.inputs or {})
+        namespaces = [c.namespace for c in self.claims(node)]
+        return [(self.token(ex, node), namespaces), *waits] if namespaces else waits
+
+    @staticmethod
+    def _declares_claims(node: NodeState) -> bool:
+        return bool(node.task.claims.quotas or node.task.claims.locks)
+
+    async def renew(self, claims: Mapping[str, Any]) -> list[str]:
+        """Extend every lease the node holds; the namespaces (with their tokens) where it no
+        longer holds, for the engine to act on."""
+        lost: list[str] = []
         for token, namespaces in _held(claims):
-            await self.manager.renew(token, namespaces)
+            still = await self.manager.renew(token, namespaces)
+            lost.extend(f"{ns} ({token})" for ns in namespaces if ns not in still)
+        return lost
+
+    async def reverify(self, ex: ExecutionState, node: NodeState) -> str | None:
+        """None when the in-flight attempt still holds everything the store says it holds
+        (its claims allocated again, idempotently; its plugin's tokens renewed); otherwise why
+        it must stop. SluiceError when the manager cannot answer (the caller retries)."""
+        rec = node.record
+        if self._declares_claims(node):
+            if node.lock_names is None:
+                node.lock_names = lock_names(node.task, rec.inputs or {})
+            claims = self.claims(node)
+            try:
+                result = await self.manager.allocate(
+                    self.token(ex, node), claims, self.holder(ex, node)
+                )
+            except (InputError, NotFoundError, DefinitionError) as exc:
+                return f"its claim cannot be granted any more: {exc}"
+            if not result.granted:
+                return f"its claim is no longer held: {result.reason()}"
+            namespaces = [c.namespace for c in claims]
+            token = self.token(ex, node)
+            rec.claims = {**(rec.claims or {}), "token": token, "namespaces": namespaces}
+            ex.mark_changed(node)
+        held = rec.claims or {}
+        for namespace, token in held.get("plugin_tokens", []):
+            if namespace not in await self.manager.renew(token, [namespace]):
+                return f"its plugin's token {token} no longer holds {namespace}"
+        return None
 
 
 def _held(claims: Mapping[str, Any]) -> Iterable[tuple[str, list[str]]]:
@@ -245,15 +307,15 @@ class RecordingResourceManager:
         units: int = 1,
     ) -> AllocationStatus:
         status = await self._inner.allocate_resource(namespace, token, constraints, units)
-        if status is AllocationStatus.GRANTED:
-            self._remember(namespace, token, held=True)
-        else:  # wake the task the moment a token it could use is released
+        granted = status is AllocationStatus.GRANTED
+        self._remember(namespace, token, held=granted, waiting=not granted)
+        if not granted:  # wake the task the moment a token it could use is released
             self._on_refused(*self._qualified(namespace, token))
         return status
 
     async def release_resource(self, namespace: str, token: str) -> None:
         await self._inner.release_resource(namespace, token)
-        self._remember(namespace, token, held=False)
+        self._remember(namespace, token, held=False, waiting=False)
 
     async def explain(self, namespace: str, token: str) -> str:
         return await self._inner.explain(namespace, token)
@@ -265,10 +327,16 @@ class RecordingResourceManager:
         qualified_namespace, qualified_token = qualify(namespace, token)
         return qualified_namespace, qualified_token
 
-    def _remember(self, namespace: str, token: str, *, held: bool) -> None:
+    def _remember(self, namespace: str, token: str, *, held: bool, waiting: bool) -> None:
+        """Held tokens are renewed and released by the engine; refused ones wait in the
+        manager's queues, and the engine withdraws them when the task ends."""
         pair = list(self._qualified(namespace, token))
         claims = dict(self._node.record.claims or {})
-        tokens = [p for p in claims.get("plugin_tokens", []) if p != pair]
-        claims["plugin_tokens"] = [*tokens, pair] if held else tokens
+        for key, keep in (("plugin_tokens", held), ("plugin_waits", waiting)):
+            pairs = [p for p in claims.get(key, []) if p != pair]
+            if keep:
+                pairs.append(pair)
+            if pairs or key in claims:
+                claims[key] = pairs
         self._node.record.claims = claims
         self._ex.mark_changed(self._node)

@@ -37,7 +37,7 @@ from sluice.engine.ownership import Ownership
 from sluice.engine.scheduling import Scheduling
 from sluice.engine.services import EngineServices
 from sluice.engine.state import ExecutionState, NodeState
-from sluice.errors import StoreGoneError
+from sluice.errors import SluiceError, StoreGoneError
 from sluice.resources import QuotaManager
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL, Notifier
@@ -237,13 +237,24 @@ class Engine:
                 self._drop(ex)
 
     async def _renew_claims(self) -> None:
-        """Extend the leases of every token a live task holds (its claims and its plugin's)."""
+        """Extend the leases of every token a live task holds (its claims and its plugin's).
+        A token that no longer holds somewhere (its lease lapsed, maybe granted to another)
+        gets its attempt re-verified at once: stopped, unless it can be claimed again."""
         if self.claims is None:
             return
         for ex in list(self._executions.values()):
-            for node in ex.nodes.values():
-                if node.record.claims and not node.record.phase.is_terminal:
-                    await self.claims.renew(node.record.claims)
+            for node in list(ex.nodes.values()):
+                if not node.record.claims or node.record.phase.is_terminal:
+                    continue
+                try:
+                    lost = await self.claims.renew(node.record.claims)
+                except SluiceError as exc:
+                    log.warning("renewing the tokens of %s/%s failed: %s", ex.id, node.id, exc)
+                    continue
+                if lost and node.record.attempt_started_at is not None:
+                    log.warning("%s/%s no longer holds %s", ex.id, node.id, ", ".join(lost))
+                    node.verified = False
+                    self.enqueue(ex.id, [node.id])
 
     # Notifications.
     def _on_execution_changed(self, execution_id: str) -> None:

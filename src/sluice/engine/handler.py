@@ -4,12 +4,34 @@ Order of a node's life (DESIGN.md section 6): cache lookup -> reservation -> adm
 the parallelism cap -> quotas and locks -> plugin.handle() until terminal -> finalize.
 An event is recorded only when the plugin's (phase, version) is new. Exceptions raised by a
 plugin become system errors of that task, never a crash of the engine.
+
+Rules:
+- A resumed attempt holds exactly what the stores say it holds. A node whose attempt was in
+  flight when this engine loaded it (attempt_started_at set, node not terminal), or whose
+  token a renewal found lapsed, is re-verified before any plugin call: its cache reservation
+  (still ours -> extended and heartbeat armed) and its tokens and locks (allocated again,
+  idempotently). Anything lost stops the attempt: the plugin's abort and finalize are called
+  so remote or pool work stops, its tokens are given back, an event (CLAIMS_LOST or
+  RESERVATION_LOST) records why, and the node starts its attempt afresh (same attempt
+  number: not a user retry) through the cache gate, admission and claims, waiting there
+  until it is granted again.
+- Every plugin call (handle, abort, finalize) is bounded by engine.plugin_call_timeout and,
+  while the task's deadline is ahead, by the task's remaining timeout. An overrun call is
+  cancelled (and abandoned if it swallows the cancellation, so it never holds the execution's
+  reconcile); a handle cut by the task's deadline times the task out (a Timeout error, as any
+  task timeout), one cut by the cap fails the attempt as a retryable SYSTEM error
+  (PluginTimeout). Both are recorded with an event and a reason.
+- Aborting, failing or finishing gives back every token and withdraws every waiter entry the
+  node has in the resource manager (ClaimsGate.release).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from sluice.engine.bindings import check_outputs
 from sluice.engine.cache_gate import CacheGate
@@ -17,7 +39,7 @@ from sluice.engine.claims import ClaimsGate, lock_names
 from sluice.engine.context import NodeContext, PendingState
 from sluice.engine.services import EngineServices, Scheduling
 from sluice.engine.state import ExecutionState, NodeState
-from sluice.errors import InputError, PluginNotFoundError
+from sluice.errors import InputError, PluginNotFoundError, SluiceError
 from sluice.faults import crash_point
 from sluice.plugins.core.context import TaskExecutionMetadata
 from sluice.plugins.core.phase import ErrorKind, ExecutionError, Phase, PhaseInfo, Transition
@@ -26,6 +48,23 @@ from sluice.spec.phases import NodePhase
 from sluice.store.records import EventRecord
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+_CANCEL_GRACE = 0.5
+"""Seconds a cancelled plugin call gets to end before it is abandoned (it swallowed the
+cancellation): the engine goes on without it."""
+_REVERIFY_RETRY = 1.0
+"""Seconds before a node whose stores could not be asked is re-verified again."""
+
+
+class PluginCallTimeout(Exception):
+    """A plugin call overran its bound and was cancelled."""
+
+    def __init__(self, method: str, seconds: float, by_task_timeout: bool) -> None:
+        self.method = method
+        self.seconds = seconds
+        self.by_task_timeout = by_task_timeout
+        bound = "the task's timeout" if by_task_timeout else "engine.plugin_call_timeout"
+        super().__init__(f"{method}() did not return within {seconds:.3g}s ({bound}); cancelled")
 
 
 class TaskHandler:
@@ -40,6 +79,7 @@ class TaskHandler:
         self.scheduling = scheduling
         self.cache = cache
         self.claims = claims
+        self._abandoned: set[asyncio.Future[Any]] = set()
 
     async def step(self, ex: ExecutionState, node: NodeState) -> None:
         rec = node.record
@@ -50,6 +90,9 @@ class TaskHandler:
                 return
             rec.next_attempt_at = None
             ex.mark_changed(node)
+        unverified = rec.attempt_started_at is not None and not node.verified
+        if unverified and not await self._reverify(ex, node, now):
+            return
         if rec.attempt_started_at is None and not node.admitted:
             if await self._held_by_cache(ex, node):
                 return
@@ -67,7 +110,63 @@ class TaskHandler:
         info = await self._invoke(ex, node)
         if launching:
             crash_point("engine.after_launch")
+        if info is None:  # the task's deadline passed while handle() ran
+            await self._time_out(ex, node)
+            return
         await self.apply(ex, node, info)
+
+    async def _reverify(self, ex: ExecutionState, node: NodeState, now: float) -> bool:
+        """Check an in-flight attempt this engine has not verified against the stores; False
+        when the node must not go on in this step (the stores could not be asked). A lost
+        reservation or claim stops the attempt, and the node starts afresh in this step."""
+        lost: tuple[str, str] | None = None
+        try:
+            if self.cache is not None and self._caches(ex, node):
+                reason = await self.cache.reverify(ex, node)
+                if reason is not None:
+                    lost = ("RESERVATION_LOST", reason)
+            if lost is None and self.claims is not None:
+                reason = await self.claims.reverify(ex, node)
+                if reason is not None:
+                    lost = ("CLAIMS_LOST", reason)
+        except SluiceError as exc:
+            ex.mark_changed(node)
+            self.scheduling.wake_at(ex.id, node.id, now + _REVERIFY_RETRY)
+            log.warning("cannot re-verify %s/%s yet: %s", ex.id, node.id, exc)
+            return False
+        if lost is None:
+            node.verified = True
+            return True
+        await self._stop_attempt(ex, node, *lost)
+        return True
+
+    async def _stop_attempt(self, ex: ExecutionState, node: NodeState, what: str, why: str) -> None:
+        """Stop an attempt that holds less than it must (abort, finalize, give back what it
+        holds) and start it afresh: same attempt number, not a retry."""
+        rec = node.record
+        log.warning("stopping the attempt of %s/%s: %s", ex.id, node.id, why)
+        await self._call(ex, node, "abort")
+        await self.finalize(ex, node)
+        reason = f"attempt stopped: {why}; it starts again once granted"
+        ex.events.append(
+            EventRecord(
+                execution_id=ex.id,
+                node_id=node.id,
+                attempt=rec.attempt,
+                phase=what,
+                occurred_at=self.s.clock.now(),
+                reason=reason,
+            )
+        )
+        if node.lock_names:
+            rec.claims = {"locks": sorted(node.lock_names)}
+        rec.plugin_state, rec.plugin_state_version = None, 0
+        rec.task_phase, rec.phase_version = int(Phase.UNDEFINED), 0
+        rec.attempt_started_at, rec.outputs = None, None
+        rec.reason = reason
+        node.heartbeat_at = None
+        node.verified = False
+        ex.mark_changed(node)
 
     def _caches(self, ex: ExecutionState, node: NodeState) -> bool:
         if self.cache is None or not node.task.metadata.cache.enabled:
@@ -144,6 +243,7 @@ class TaskHandler:
 
     def _launch(self, ex: ExecutionState, node: NodeState, now: float) -> None:
         node.record.attempt_started_at = now
+        node.verified = True  # launched here, on what it was just granted
         ex.mark_changed(node)
         if node.heartbeat_at is not None:
             self.scheduling.wake_at(ex.id, node.id, node.heartbeat_at)
@@ -152,9 +252,14 @@ class TaskHandler:
             self.scheduling.wake_at(ex.id, node.id, now + timeout)
 
     def _timed_out(self, node: NodeState, now: float) -> bool:
+        deadline = self._deadline(node)
+        return deadline is not None and now >= deadline
+
+    @staticmethod
+    def _deadline(node: NodeState) -> float | None:
         timeout = node.task.metadata.timeout
         started = node.record.attempt_started_at
-        return timeout is not None and started is not None and now >= started + timeout
+        return None if timeout is None or started is None else started + timeout
 
     async def _time_out(self, ex: ExecutionState, node: NodeState) -> None:
         timeout = node.task.metadata.timeout
@@ -191,17 +296,25 @@ class TaskHandler:
             refresh=lambda: self.scheduling.refresh(ex.id, node.id),
         )
 
-    async def _invoke(self, ex: ExecutionState, node: NodeState) -> PhaseInfo:
+    async def _invoke(self, ex: ExecutionState, node: NodeState) -> PhaseInfo | None:
+        """What the plugin's handle() reports; None when the task's deadline cut it short."""
         try:
             plugin = self.plugin_for(ex, node)
         except PluginNotFoundError as exc:
             return PhaseInfo.permanent_failure("PluginNotFound", str(exc), ErrorKind.SYSTEM)
         ctx = self.context(ex, node, plugin.id)
         try:
-            transition = await plugin.handle(ctx)
+            transition = await self._bounded(node, "handle", lambda: plugin.handle(ctx))
             if not isinstance(transition, Transition):
                 raise TypeError(f"handle() returned {transition!r}, not a Transition")
             info = transition.info
+        except PluginCallTimeout as exc:
+            log.warning("plugin %s on %s/%s: %s", plugin.id, ex.id, node.id, exc)
+            if exc.by_task_timeout:
+                return None
+            info = PhaseInfo.system_retryable_failure(
+                "PluginTimeout", f"plugin {plugin.id!r} {exc}"
+            )
         except Exception as exc:
             log.warning("plugin %s failed on %s/%s", plugin.id, ex.id, node.id, exc_info=True)
             info = PhaseInfo.system_retryable_failure(
@@ -318,7 +431,7 @@ class TaskHandler:
 
     async def finalize(self, ex: ExecutionState, node: NodeState) -> None:
         """Call the plugin's finalize (always, once the attempt is over) and free the slot."""
-        if node.admitted or node.record.plugin_state is not None:
+        if self._started(node):
             await self._call(ex, node, "finalize")
         if node.admitted or node.queued:
             self.scheduling.release_admission(ex.id, node.id)
@@ -326,14 +439,56 @@ class TaskHandler:
         if self.claims is not None:
             await self.claims.release(ex, node)
 
+    @staticmethod
+    def _started(node: NodeState) -> bool:
+        """The plugin may have work to stop: the node holds a slot, wrote plugin state, or
+        its attempt was launched (possibly by an engine before this one)."""
+        rec = node.record
+        return node.admitted or rec.plugin_state is not None or rec.attempt_started_at is not None
+
     async def _call(self, ex: ExecutionState, node: NodeState, method: str) -> None:
         try:
             plugin = self.plugin_for(ex, node)
-            await getattr(plugin, method)(self.context(ex, node, plugin.id))
+            ctx = self.context(ex, node, plugin.id)
+            await self._bounded(node, method, lambda: getattr(plugin, method)(ctx))
         except PluginNotFoundError:
             return
+        except PluginCallTimeout as exc:
+            log.warning("plugin %s of %s/%s: %s", method, ex.id, node.id, exc)
         except Exception:
             log.warning("plugin %s of %s/%s failed", method, ex.id, node.id, exc_info=True)
+
+    async def _bounded(self, node: NodeState, method: str, call: Callable[[], Awaitable[T]]) -> T:
+        """Run one plugin call within engine.plugin_call_timeout and, while the task's deadline
+        is ahead, within the time left to it (a cleanup call after the deadline gets the cap).
+        An overrun is cancelled and raises PluginCallTimeout; a call that swallows its
+        cancellation is abandoned, never awaited further."""
+        limit, by_task = self.s.config.plugin_call_timeout, False
+        deadline = self._deadline(node)
+        if deadline is not None:
+            left = deadline - self.s.clock.now()
+            if left <= 0 and method == "handle":
+                raise PluginCallTimeout(method, 0.0, True)
+            if 0 < left < limit:
+                limit, by_task = left, True
+        future: asyncio.Future[T] = asyncio.ensure_future(call())
+        try:
+            done, _ = await asyncio.wait({future}, timeout=limit)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        if future in done:
+            return future.result()
+        future.cancel()
+        done, _ = await asyncio.wait({future}, timeout=_CANCEL_GRACE)
+        if future in done:
+            if not future.cancelled():
+                future.exception()  # retrieved: the timeout is what gets reported
+        else:
+            log.error("plugin %s() ignored its cancellation; abandoned", method)
+            self._abandoned.add(future)
+            future.add_done_callback(self._abandoned.discard)
+        raise PluginCallTimeout(method, limit, by_task)
 
     async def abort(self, ex: ExecutionState, node: NodeState, reason: str) -> None:
         """Stop a node: abort and finalize a started task, skip one that never started."""
@@ -344,7 +499,7 @@ class TaskHandler:
             return
         if rec.phase is not NodePhase.RUNNING:
             return
-        if node.admitted or rec.plugin_state is not None:
+        if self._started(node):
             await self._call(ex, node, "abort")
         await self.finalize(ex, node)
         if self.cache is not None:

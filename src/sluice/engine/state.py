@@ -32,6 +32,10 @@ class NodeState:
     """When the held cache reservation must be extended next."""
     waiting_since: float | None = None
     """When the node began waiting for someone else's reservation."""
+    verified: bool = False
+    """This engine launched the in-flight attempt itself, or has checked (since loading it, or
+    since a renewal said a token lapsed) that the attempt still holds its tokens, locks and
+    reservation. An unverified in-flight attempt is re-verified before any plugin call."""
 
     @property
     def id(self) -> str:
