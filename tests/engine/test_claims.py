@@ -1,30 +1,74 @@
 """Quotas and locks in the engine: claimed all or nothing after a slot, released in finalize,
-with the waiting task's reason naming what blocks it."""
+with the waiting task's reason naming what blocks it. Every test runs with the store's database
+(SQLite), PostgreSQL and Redis as the resource backend."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
 from sluice.config import load_config
 from sluice.runtime import Runtime
 from sluice.spec.phases import ExecutionPhase
+from sluice.store.database import Database
 from support.engine import fast_settings, outcome, run
 from support.intervals import max_overlap, read
 
+BACKENDS = [
+    "store",
+    pytest.param("postgresql", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+]
+
+
+@pytest.fixture(scope="session")
+def pg_resources_schema(pg_database_url: str) -> str:
+    """The session's PostgreSQL database, upgraded once to hold resource tokens."""
+
+    async def upgrade() -> None:
+        db = await Database.open(pg_database_url, upgrade=True)
+        await db.close()
+
+    asyncio.run(upgrade())
+    return pg_database_url
+
+
+@pytest.fixture(params=BACKENDS)
+def resources(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The `resources` settings of one backend: the store's database, PostgreSQL or Redis."""
+    if request.param == "store":
+        return {}
+    if request.param == "postgresql":
+        request.getfixturevalue("pg_resources_schema")
+        return {"url": str(request.getfixturevalue("pg_url"))}
+    return {
+        "url": str(request.getfixturevalue("redis_server_url")),
+        "key_prefix": str(request.getfixturevalue("redis_prefix")),
+    }
+
+
+async def _open(sqlite_url: str, resources: dict[str, Any]) -> Runtime:
+    engine = fast_settings(sqlite_url).engine.model_dump()
+    return await Runtime.open(
+        load_config(database_url=sqlite_url, engine=engine, resources=resources)
+    )
+
 
 @pytest.fixture
-async def quota_runtime(sqlite_url: str):  # type: ignore[no-untyped-def]
-    settings = fast_settings(sqlite_url)
-    settings = load_config(
-        database_url=sqlite_url,
-        engine=settings.engine.model_dump(),
-        resources={"quotas": {"warehouse": 1}, "lease": 5.0},
-    )
-    rt = await Runtime.open(settings)
+async def runtime(sqlite_url: str, resources: dict[str, Any]) -> AsyncIterator[Runtime]:
+    rt = await _open(sqlite_url, resources)
+    yield rt
+    await rt.close()
+
+
+@pytest.fixture
+async def quota_runtime(sqlite_url: str, resources: dict[str, Any]) -> AsyncIterator[Runtime]:
+    rt = await _open(sqlite_url, {**resources, "quotas": {"warehouse": 1}, "lease": 5.0})
     yield rt
     await rt.close()
 

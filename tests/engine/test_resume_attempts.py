@@ -9,9 +9,11 @@ node finish, and records which attempts run (handled and not stopped since).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -27,8 +29,14 @@ from sluice.plugins.core.plugin import PluginEntry, PluginProperties
 from sluice.resources import Claim, Holder
 from sluice.runtime import Runtime
 from sluice.spec.phases import CacheStatus, ExecutionPhase, NodePhase, ReservationStatus
+from sluice.store.database import Database
 from support.engine import outcome
 
+BACKENDS = [
+    "store",
+    pytest.param("postgresql", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+]
 LEASE = 5.0
 PAST_EVERY_LEASE = 45.0
 """More than the execution lease (30 s), the token lease and the reservation expiry (30 s)."""
@@ -105,12 +113,38 @@ def plugin() -> HoldPlugin:
     return HoldPlugin()
 
 
+@pytest.fixture(params=BACKENDS)
+def resources(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The store's database, PostgreSQL or Redis as the resource backend."""
+    if request.param == "store":
+        return {}
+    if request.param == "postgresql":
+        request.getfixturevalue("pg_resume_schema")
+        return {"url": str(request.getfixturevalue("pg_url"))}
+    return {
+        "url": str(request.getfixturevalue("redis_server_url")),
+        "key_prefix": str(request.getfixturevalue("redis_prefix")),
+    }
+
+
+@pytest.fixture(scope="session")
+def pg_resume_schema(pg_database_url: str) -> str:
+    async def upgrade() -> None:
+        db = await Database.open(pg_database_url, upgrade=True)
+        await db.close()
+
+    asyncio.run(upgrade())
+    return pg_database_url
+
+
 @pytest.fixture
-async def rt(tmp_path: Path, clock: FakeClock, plugin: HoldPlugin) -> AsyncIterator[Runtime]:
+async def rt(
+    tmp_path: Path, clock: FakeClock, plugin: HoldPlugin, resources: dict[str, Any]
+) -> AsyncIterator[Runtime]:
     settings = load_config(
         database_url=f"sqlite:///{tmp_path / 's.db'}",
         engine={"workers": 1, "backoff_base": 0.0, "backoff_max": 0.0},
-        resources={"quotas": {"warehouse": 1}, "lease": LEASE},
+        resources={**resources, "quotas": {"warehouse": 1}, "lease": LEASE},
     )
     runtime = await Runtime.open(settings, clock=clock)
     entry = PluginEntry(id="hold", task_types=("hold",), load=lambda _: plugin)
@@ -259,6 +293,7 @@ async def test_aborting_a_waiting_node_withdraws_its_waiter_entry(
     assert (await rt.resources.describe("warehouse"))[0].waiters == (), "a ghost waiter"
 
 
+@pytest.mark.parametrize("resources", ["store"], indirect=True)
 async def test_resumed_owner_whose_reservation_was_taken_waits_instead_of_computing(
     rt: Runtime, clock: FakeClock, plugin: HoldPlugin
 ) -> None:
@@ -290,6 +325,7 @@ async def test_resumed_owner_whose_reservation_was_taken_waits_instead_of_comput
     assert ("handle", first_key) not in plugin.calls[calls_before:], "computed twice"
 
 
+@pytest.mark.parametrize("resources", ["store"], indirect=True)
 async def test_resumed_owner_keeps_its_reservation_alive(
     rt: Runtime, clock: FakeClock, plugin: HoldPlugin
 ) -> None:
