@@ -8,6 +8,7 @@ Hierarchy::
     │   ├── DefinitionError         a task, workflow or launch plan cannot be defined
     │   ├── InputError              workflow inputs do not match the interface
     │   │   └── ClaimNeverFitsError a launch claims more than a quota or lock can ever grant
+    │   │       └── ClaimExceedsQuotaError  the resource manager's (also an InvalidQuotaError)
     │   ├── InvalidQuotaError       quota, constraint or units out of range
     │   └── InvalidPolicyError      a concurrency policy or schedule is malformed
     ├── NotFoundError               an unknown execution, workflow, launch plan, namespace...
@@ -60,6 +61,21 @@ class InvalidQuotaError(InvalidArgumentError):
 
 class InvalidPolicyError(InvalidArgumentError):
     """A concurrency policy or a schedule is malformed."""
+
+
+class ClaimExceedsQuotaError(ClaimNeverFitsError, InvalidQuotaError):
+    """A claim needs more units than its namespace's quota (or a lock's capacity) allows, so
+    it could never be granted; nothing was written."""
+
+    def __init__(self, namespace: str, units: int, quota: int) -> None:
+        super().__init__(
+            f"claim of {units} unit(s) on {namespace!r} exceeds its quota of {quota}: "
+            "it could never be granted"
+        )
+        self.namespace, self.units, self.quota = namespace, units, quota
+
+    def __reduce__(self) -> tuple[type[ClaimExceedsQuotaError], tuple[str, int, int]]:
+        return (type(self), (self.namespace, self.units, self.quota))
 
 
 class NotFoundError(SluiceError, LookupError):

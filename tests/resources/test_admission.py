@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sluice.resources.admission import Ask, Usage, admit, next_in_line
+from sluice.resources.admission import STARVATION_BOUND, Ask, Usage, admit, next_in_line
 
 projects = st.sampled_from(["foo", "foobar"])
 domains = st.sampled_from(["dev", "prod"])
@@ -25,6 +25,7 @@ def waiters(draw: st.DrawFn) -> list[Ask]:
             draw(caps),
             draw(st.integers(0, 2)),
             float(draw(st.integers(0, 3))),
+            draw(st.booleans()),
         )
         for i in range(count)
     ]
@@ -39,15 +40,20 @@ def usages(draw: st.DrawFn) -> Usage:
 
 
 @settings(max_examples=500)
-@given(quota=st.integers(1, 6), usage=usages(), queue=waiters())
+@given(
+    quota=st.integers(1, 6),
+    usage=usages(),
+    queue=waiters(),
+    now=st.sampled_from([3.0, STARVATION_BOUND + 1.5]),
+)
 def test_next_in_line_is_exactly_whom_admit_would_grant(
-    quota: int, usage: Usage, queue: list[Ask]
+    quota: int, usage: Usage, queue: list[Ask], now: float
 ) -> None:
-    ready = next_in_line(quota, usage, queue)
+    ready = next_in_line(quota, usage, queue, now)
 
     for waiter in queue:
         others = [w for w in queue if w.token != waiter.token]
-        fits = not admit(quota, usage, others, waiter).scope
+        fits = not admit(quota, usage, others, waiter, now).scope
         assert fits == (waiter.token in ready), waiter
 
 
@@ -55,4 +61,29 @@ def test_next_in_line_is_in_rank_order() -> None:
     late = Ask("a-late", "foo", "dev", 1, None, None, 0, 2.0)
     early = Ask("z-early", "foo", "dev", 1, None, None, 0, 1.0)
 
-    assert next_in_line(5, Usage(), [late, early]) == ("z-early", "a-late")
+    assert next_in_line(5, Usage(), [late, early], 3.0) == ("z-early", "a-late")
+
+
+def ask(token: str, units: int = 1, since: float = 1.0, elsewhere: bool = False) -> Ask:
+    return Ask(token, "foo", "dev", units, None, None, 0, since, elsewhere)
+
+
+def test_a_waiter_that_cannot_take_the_room_now_sets_none_aside_until_overdue() -> None:
+    usage = Usage()
+    usage.add("foo", "dev", 1)
+    too_big, elsewhere = ask("big", units=2), ask("multi", elsewhere=True)
+    newcomer = ask("new", since=5.0)
+
+    for waiter in (too_big, elsewhere):
+        assert not admit(2, usage, [waiter], newcomer, now=5.0).scope
+        overdue = admit(2, usage, [waiter], newcomer, now=1.0 + STARVATION_BOUND)
+        assert (overdue.scope, overdue.position) == ("global", 2)
+
+
+def test_a_waiter_that_could_take_the_room_now_sets_it_aside() -> None:
+    usage = Usage()
+    usage.add("foo", "dev", 1)
+
+    verdict = admit(2, usage, [ask("older")], ask("new", since=5.0), now=5.0)
+
+    assert (verdict.scope, verdict.in_use, verdict.limit) == ("global", 1, 2)

@@ -6,7 +6,13 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from sluice.errors import InvalidArgumentError, InvalidQuotaError, UnknownNamespaceError
+from sluice.errors import (
+    ClaimExceedsQuotaError,
+    InputError,
+    InvalidArgumentError,
+    InvalidQuotaError,
+    UnknownNamespaceError,
+)
 from sluice.resources import (
     AllocationStatus,
     Claim,
@@ -80,12 +86,6 @@ async def test_multi_unit_claims_need_room_for_all_their_units(manager: QuotaMan
     await manager.release("small", ["warehouse"])
     assert (await manager.allocate("big", [Claim("warehouse", units=2)], ALICE)).granted
     assert await in_use(manager, "warehouse") == 2
-
-
-async def test_a_claim_larger_than_the_quota_is_refused(manager: QuotaManager) -> None:
-    result = await manager.allocate("huge", [Claim("warehouse", units=3)], ALICE)
-
-    assert (result.status, result.in_use, result.limit) == (EXHAUSTED, 0, 2)
 
 
 async def test_project_cap_gives_namespace_quota_exceeded(managers: Managers) -> None:
@@ -190,3 +190,56 @@ async def test_a_namespace_claimed_twice_in_one_request_is_an_error(
 ) -> None:
     with pytest.raises(InvalidArgumentError, match="claimed twice"):
         await manager.allocate("t1", [Claim("warehouse"), Claim("warehouse")], ALICE)
+
+
+async def test_a_claim_larger_than_the_quota_raises_and_writes_nothing(
+    manager: QuotaManager,
+) -> None:
+    claims = [Claim("pool", default_quota=3), Claim("warehouse", units=5)]
+
+    with pytest.raises(ClaimExceedsQuotaError) as caught:
+        await manager.allocate("huge", claims, ALICE)
+
+    assert isinstance(caught.value, InputError)
+    assert (caught.value.namespace, caught.value.units, caught.value.quota) == ("warehouse", 5, 2)
+    assert "5 unit(s) on 'warehouse' exceeds its quota of 2" in str(caught.value)
+    assert all(not s.waiters and not s.holders for s in await manager.describe())
+    assert [s.namespace for s in await manager.describe()] == ["warehouse"]
+
+
+async def test_a_claim_too_big_for_an_operator_quota_raises(manager: QuotaManager) -> None:
+    await manager.set_quota("warehouse", 4)
+    assert (await manager.allocate("four", [Claim("warehouse", units=4)], ALICE)).granted
+    await manager.set_quota("warehouse", 3)
+
+    with pytest.raises(ClaimExceedsQuotaError, match="quota of 3"):
+        await manager.allocate("again", [Claim("warehouse", units=4)], ALICE)
+    [snapshot] = await manager.describe("warehouse")
+    assert [h.token for h in snapshot.holders] == ["four"] and not snapshot.waiters
+
+
+async def test_check_fits_refuses_a_claim_that_could_never_be_granted(
+    manager: QuotaManager,
+) -> None:
+    await manager.check_fits([Claim("warehouse", units=2), Claim("lock:a", default_quota=1)])
+    await manager.check_fits([Claim("not-registered-yet")])
+
+    with pytest.raises(ClaimExceedsQuotaError, match="'warehouse'"):
+        await manager.check_fits([Claim("warehouse", units=3)])
+    with pytest.raises(ClaimExceedsQuotaError, match="'lock:b'"):
+        await manager.check_fits([Claim("lock:b", units=2, default_quota=1)])
+    assert [s.namespace for s in await manager.describe()] == ["warehouse"]
+
+
+@pytest.mark.parametrize("capacity", [0, -1])
+async def test_a_lock_of_capacity_below_one_is_an_error_naming_it(
+    manager: QuotaManager, capacity: int
+) -> None:
+    lock = [Claim("lock:partition-7", default_quota=capacity)]
+
+    for call in (manager.check_fits(lock), manager.allocate("t", lock, ALICE)):
+        with pytest.raises(
+            ClaimExceedsQuotaError, match=f"'lock:partition-7'.*quota of {capacity}"
+        ):
+            await call
+    assert [s.namespace for s in await manager.describe()] == ["warehouse"]

@@ -12,6 +12,7 @@ from sluice.resources import (
     QuotaManager,
     ResourceConstraintsSpec,
 )
+from sluice.resources.admission import STARVATION_BOUND
 
 ALICE = Holder("foo", "dev", "x1", "n1")
 Managers = Callable[..., Awaitable[QuotaManager]]
@@ -26,13 +27,28 @@ async def hold(manager: QuotaManager, namespace: str, *tokens: str) -> None:
         assert (await manager.allocate(token, on(namespace), ALICE)).granted
 
 
-async def test_a_big_claim_is_not_starved_by_small_newcomers(
+async def test_room_a_big_claim_cannot_use_yet_goes_to_newcomers(
     managers: Managers, clock: FakeClock
 ) -> None:
     manager = await managers(config_quotas={"hive": 3})
     await hold(manager, "hive", "t1", "t2", "t3")
     assert not (await manager.allocate("big", on("hive", 3), ALICE)).granted
     clock.advance(1)
+
+    await manager.release("t1", ["hive"])
+
+    assert (await manager.allocate("small", on("hive"), ALICE)).granted
+    refused = await manager.allocate("big", on("hive", 3), ALICE)
+    assert refused.reason() == "waiting for hive: 3/3 in use, position 1"
+
+
+async def test_an_overdue_big_claim_holds_room_back_from_newcomers(
+    managers: Managers, clock: FakeClock
+) -> None:
+    manager = await managers(config_quotas={"hive": 3}, lease=1000)
+    await hold(manager, "hive", "t1", "t2", "t3")
+    assert not (await manager.allocate("big", on("hive", 3), ALICE)).granted
+    clock.advance(STARVATION_BOUND)
 
     await manager.release("t1", ["hive"])
     newcomer = await manager.allocate("small", on("hive"), ALICE)
@@ -120,19 +136,91 @@ async def test_multi_namespace_waiters_are_served_in_one_order_without_deadlock(
     assert (await manager.allocate("second", [Claim("b"), Claim("a")], ALICE)).granted
 
 
-async def test_a_multi_namespace_waiter_keeps_its_place_where_it_already_fits(
+async def test_room_is_not_held_back_for_waiters_blocked_by_another_namespace(
+    managers: Managers, clock: FakeClock
+) -> None:
+    quotas = {"warehouse": 2, "lock:p1": 1, "lock:p2": 1}
+    manager = await managers(config_quotas=quotas)
+    await hold(manager, "lock:p1", "p1-owner")
+    await hold(manager, "lock:p2", "p2-owner")
+    for lock in ("lock:p1", "lock:p2"):
+        claim = [Claim(lock), Claim("warehouse")]
+        assert not (await manager.allocate(f"{lock}-writer", claim, ALICE)).granted
+        clock.advance(1)
+
+    assert (await manager.allocate("reader", on("warehouse"), ALICE)).granted
+    [snapshot] = await manager.describe("warehouse")
+    assert [(w.token, w.blocking_scope) for w in snapshot.waiters] == [
+        ("lock:p1-writer", "other"),
+        ("lock:p2-writer", "other"),
+    ]
+    await manager.release("p1-owner", ["lock:p1"])
+    assert (
+        await manager.allocate("lock:p1-writer", [Claim("lock:p1"), Claim("warehouse")], ALICE)
+    ).granted
+
+
+async def test_a_multi_namespace_waiter_that_fits_everywhere_keeps_its_place(
     managers: Managers, clock: FakeClock
 ) -> None:
     manager = await managers(config_quotas={"a": 1, "b": 1})
+    await hold(manager, "a", "owner-of-a")
     await hold(manager, "b", "owner-of-b")
     assert not (await manager.allocate("both", [Claim("a"), Claim("b")], ALICE)).granted
     clock.advance(1)
+    await manager.release("owner-of-a", ["a"])
+    await manager.release("owner-of-b", ["b"])
 
     newcomer = await manager.allocate("only-a", on("a"), ALICE)
 
     assert (newcomer.status, newcomer.position) == (AllocationStatus.EXHAUSTED, 2)
-    [snapshot] = await manager.describe("a")
-    assert [(w.token, w.blocking_scope) for w in snapshot.waiters] == [
-        ("both", "other"),
-        ("only-a", "global"),
-    ]
+    assert (await manager.allocate("both", [Claim("a"), Claim("b")], ALICE)).granted
+
+
+async def test_a_two_unit_claim_under_a_stream_of_one_unit_newcomers_is_granted_in_bound(
+    managers: Managers, clock: FakeClock
+) -> None:
+    manager = await managers(config_quotas={"hive": 2}, lease=1000)
+    await hold(manager, "hive", "n0", "n1")
+    assert not (await manager.allocate("big", on("hive", 2), ALICE)).granted
+    first_refused, step, overtaken = clock.now(), 5.0, 0
+    holders = ["n0", "n1"]
+    for i in range(2, 100):
+        clock.advance(step)
+        await manager.release(holders.pop(0), ["hive"])
+        if (await manager.allocate("big", on("hive", 2), ALICE)).granted:
+            break
+        if (await manager.allocate(f"n{i}", on("hive"), ALICE)).granted:
+            holders.append(f"n{i}")
+            overtaken += 1
+    else:
+        raise AssertionError("the two-unit claim was starved")
+
+    assert overtaken > 0  # newcomers used the room it could not, before the bound
+    assert clock.now() - first_refused <= STARVATION_BOUND + 2 * step
+
+
+async def test_a_two_namespace_claim_under_streams_on_each_is_granted_in_bound(
+    managers: Managers, clock: FakeClock
+) -> None:
+    manager = await managers(config_quotas={"a": 1, "b": 1}, lease=1000)
+    held = {"a": "a0", "b": "b0"}
+    await hold(manager, "a", "a0")
+    await hold(manager, "b", "b0")
+    both = [Claim("a"), Claim("b")]
+    assert not (await manager.allocate("both", both, ALICE)).granted
+    first_refused, step, overtaken = clock.now(), 5.0, 0
+    for i in range(1, 100):
+        clock.advance(step)
+        ns = "ab"[i % 2]  # the two namespaces free up in turn, never together
+        await manager.release(held.pop(ns), [ns])
+        if (await manager.allocate("both", both, ALICE)).granted:
+            break
+        if (await manager.allocate(f"{ns}{i}", on(ns), ALICE)).granted:
+            held[ns] = f"{ns}{i}"
+            overtaken += 1
+    else:
+        raise AssertionError("the two-namespace claim was starved")
+
+    assert overtaken > 0
+    assert clock.now() - first_refused <= STARVATION_BOUND + 2 * step

@@ -1,24 +1,32 @@
-"""Property test: the policy on the memory backend and a fake clock, against a plain model of
+"""Property test: the policy on every backend and a fake clock, against a plain model of
 holders, leases and waiters.
 
-The model does not re-run the admission rule; it checks what any correct manager must do:
-a grant never exceeds the quota or the project cap at that moment, nor overtakes the units
-of older uncapped waiters; a claim that fits with nobody older waiting is granted; refusals
-report true figures; and the books (holders, in use, ranked waiters) always match.
+The model does not re-run the admission rule; it checks what any correct manager must do
+(docs/resources.md): a grant never exceeds the quota or the project cap at that moment, nor
+overtakes the units of overdue uncapped waiters, nor those of the oldest waiter when that one
+could take them now; a claim that fits where no older waiter could use the room now is
+granted (room is not held back for waiters that cannot use it); a claim larger than the quota
+raises and writes nothing; refusals report true figures; renewal reports exactly the live
+grants; and the books (holders, in use, ranked waiters) always match.
+
+Each example uses namespaces of its own, so examples share one backend location.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from sluice.clock import FakeClock
+from sluice.errors import ClaimExceedsQuotaError
 from sluice.resources import (
     AllocationResult,
     AllocationStatus,
@@ -27,9 +35,21 @@ from sluice.resources import (
     QuotaManager,
     ResourceConstraintsSpec,
 )
+from sluice.resources.admission import STARVATION_BOUND
+from sluice.resources.backends.base import ResourceBackend
 from sluice.resources.backends.memory import MemoryBackend
 
 QUOTAS = {"a": 2, "b": 3}
+
+
+class Location(Protocol):
+    """conftest's Location: a backend name and how to open one there."""
+
+    name: str
+
+    def backend(self) -> ResourceBackend: ...
+
+
 LEASE = 10.0
 T = TypeVar("T")
 
@@ -48,18 +68,29 @@ class Waiting:
     cap: int | None
     since: float
     expiry: float
+    multi: bool
+    """Refused on several namespaces at once (its entries here may then say "other")."""
+
+
+EXAMPLES = itertools.count()
 
 
 class QuotaModel(RuleBasedStateMachine):
+    location: ClassVar[Location]
+
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.clock = FakeClock()
+        example = next(EXAMPLES)
+        self.names = {ns: f"m{example}-{ns}" for ns in QUOTAS}
+        location = self.location
+        backend = MemoryBackend() if location.name == "memory" else location.backend()
         self.manager = QuotaManager(
-            MemoryBackend(),
+            backend,
             clock=self.clock,
             lease=LEASE,
-            config_quotas=QUOTAS,
+            config_quotas={self.names[ns]: q for ns, q in QUOTAS.items()},
             sweep_interval=1e9,
         )
         self.run(self.manager.start())
@@ -71,8 +102,14 @@ class QuotaModel(RuleBasedStateMachine):
         return self.loop.run_until_complete(work)
 
     def teardown(self) -> None:
+        tokens = {t for book in (*self.held.values(), *self.waiting.values()) for t in book}
+        for token in sorted(tokens):  # leave the shared location tidy for the next example
+            self.run(self.manager.release(token, list(self.names.values())))
         self.run(self.manager.close())
         self.loop.close()
+
+    def overdue(self, waiter: Waiting) -> bool:
+        return self.clock.now() - waiter.since >= STARVATION_BOUND
 
     # The model's books.
     def in_use(self, ns: str) -> int:
@@ -109,11 +146,16 @@ class QuotaModel(RuleBasedStateMachine):
         self, token: str, namespaces: list[str], units: int, project: str, cap: int | None
     ) -> None:
         constraints = ResourceConstraintsSpec(project_scope=cap) if cap else None
-        claims = [Claim(ns, units, constraints) for ns in namespaces]
+        claims = [Claim(self.names[ns], units, constraints) for ns in namespaces]
+        holder = Holder(project, "dev")
+        if any(units > self.quota[ns] for ns in namespaces):
+            with pytest.raises(ClaimExceedsQuotaError):  # and nothing is written (books_match)
+                self.run(self.manager.allocate(token, claims, holder))
+            return
         self.reclaim(namespaces)  # as the backend does before judging
         since = self.since_of(token, namespaces)
         todo = [ns for ns in namespaces if token not in self.held[ns]]
-        result = self.run(self.manager.allocate(token, claims, Holder(project, "dev")))
+        result = self.run(self.manager.allocate(token, claims, holder))
         if result.granted:
             self.check_grant(token, todo, units, project, cap, since)
             self.book_grant(token, namespaces, todo, units, project)
@@ -133,12 +175,19 @@ class QuotaModel(RuleBasedStateMachine):
         for ns in todo:
             assert self.in_use(ns) + units <= self.quota[ns], "granted beyond the quota"
             assert cap is None or self.project_use(ns, project) + units <= cap, "beyond the cap"
-            ahead = sum(
+            older = self.older(ns, token, since)
+            overdue = sum(
                 w.units
-                for w in self.older(ns, token, since)
-                if w.cap is None and w.units <= self.quota[ns]
+                for w in older
+                if w.cap is None and w.units <= self.quota[ns] and self.overdue(w)
             )
-            assert self.in_use(ns) + ahead + units <= self.quota[ns], "overtook older waiters"
+            assert self.in_use(ns) + overdue + units <= self.quota[ns], "overtook overdue waiters"
+            if older:
+                first = min(older, key=lambda w: w.since)
+                ready = first.cap is None and not first.multi
+                if ready and self.in_use(ns) + first.units <= self.quota[ns]:
+                    taken = self.in_use(ns) + first.units + units
+                    assert taken <= self.quota[ns], "overtook the oldest waiter, who could go"
 
     def check_refusal(
         self,
@@ -153,11 +202,14 @@ class QuotaModel(RuleBasedStateMachine):
         fits = all(
             self.in_use(ns) + units <= self.quota[ns]
             and (cap is None or self.project_use(ns, project) + units <= cap)
-            and not self.older(ns, token, since)
+            and all(
+                not self.overdue(w) and self.in_use(ns) + w.units > self.quota[ns]
+                for w in self.older(ns, token, since)
+            )
             for ns in todo
         )
-        assert not fits, "refused a claim that fits with nobody older waiting"
-        ns = result.namespace
+        assert not fits, "refused a claim that fits where no older waiter could use the room"
+        ns = next(ns for ns, name in self.names.items() if name == result.namespace)
         assert ns in todo
         if result.status is AllocationStatus.EXHAUSTED:
             assert (result.in_use, result.limit) == (self.in_use(ns), self.quota[ns])
@@ -190,7 +242,8 @@ class QuotaModel(RuleBasedStateMachine):
         expiry = self.clock.now() + LEASE
         for ns in namespaces:
             if ns in todo:
-                self.waiting[ns][token] = Waiting(project, units, cap, since, expiry)
+                multi = len(todo) > 1
+                self.waiting[ns][token] = Waiting(project, units, cap, since, expiry, multi)
             else:
                 self.held[ns][token].expiry = expiry
 
@@ -199,7 +252,7 @@ class QuotaModel(RuleBasedStateMachine):
         namespaces=st.lists(st.sampled_from(sorted(QUOTAS)), min_size=1, unique=True),
     )
     def release(self, token: str, namespaces: list[str]) -> None:
-        self.run(self.manager.release(token, namespaces))
+        self.run(self.manager.release(token, [self.names[ns] for ns in namespaces]))
         for ns in namespaces:
             self.held[ns].pop(token, None)
             self.waiting[ns].pop(token, None)
@@ -207,7 +260,8 @@ class QuotaModel(RuleBasedStateMachine):
     @rule(token=st.sampled_from(["t0", "t1", "t2"]))
     def renew(self, token: str) -> None:
         now, namespaces = self.clock.now(), sorted(QUOTAS)
-        held = self.run(self.manager.renew(token, namespaces))
+        renewed = self.run(self.manager.renew(token, [self.names[ns] for ns in namespaces]))
+        held = {ns for ns in namespaces if self.names[ns] in renewed}
         live = {
             ns for ns in namespaces if token in self.held[ns] and self.held[ns][token].expiry > now
         }
@@ -217,25 +271,25 @@ class QuotaModel(RuleBasedStateMachine):
                 if entry is not None and entry.expiry > now:
                     entry.expiry = now + LEASE
 
-    @rule(seconds=st.sampled_from([1.0, 4.0, 11.0]))
+    @rule(seconds=st.sampled_from([1.0, 4.0, 11.0, STARVATION_BOUND]))
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
     @rule()
     def sweep(self) -> None:
-        touched = self.run(self.manager.sweep())
-        assert set(touched) == self.reclaim(sorted(QUOTAS))
+        touched = set(self.run(self.manager.sweep())) & set(self.names.values())
+        assert touched == {self.names[ns] for ns in self.reclaim(sorted(QUOTAS))}
 
     @rule(ns=st.sampled_from(sorted(QUOTAS)), quota=st.integers(1, 4))
     def set_quota(self, ns: str, quota: int) -> None:
-        self.run(self.manager.set_quota(ns, quota))
+        self.run(self.manager.set_quota(self.names[ns], quota))
         self.quota[ns] = quota  # lowering it revokes nothing: the books stay as they are
 
     @invariant()
     def books_match(self) -> None:
         now = self.clock.now()
-        for snapshot in self.run(self.manager.describe()):
-            ns = snapshot.namespace
+        for ns, name in self.names.items():
+            [snapshot] = self.run(self.manager.describe(name))
             assert {h.token: h.units for h in snapshot.holders} == {
                 t: h.units for t, h in self.held[ns].items()
             }
@@ -244,10 +298,23 @@ class QuotaModel(RuleBasedStateMachine):
             assert [w.token for w in snapshot.waiters] == [t for _, t in live]
 
 
-QuotaModel.TestCase.settings = settings(
-    max_examples=150,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-TestQuotaModel = QuotaModel.TestCase
+RUNS_PER_BACKEND = {
+    "memory": (100, 30),
+    "sqlite": (6, 25),
+    "postgresql": (8, 25),
+    "redis": (25, 30),
+}
+"""(examples, steps each): a few seconds per backend in CI (a SQL example opens a database)."""
+
+
+def test_every_backend_keeps_the_books_of_the_model(location: Location) -> None:
+    machine = type(f"QuotaModel_{location.name}", (QuotaModel,), {"location": location})
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=RUNS_PER_BACKEND[location.name][0],
+            stateful_step_count=RUNS_PER_BACKEND[location.name][1],
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )

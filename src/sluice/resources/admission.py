@@ -2,22 +2,30 @@
 
 Pure functions over a snapshot of one or more namespaces. The memory and SQL backends call
 them inside their lock or transaction; the Redis backend runs the same rule in
-`backends/lua/allocate.lua`. Keep the two in step: the contract suite runs the same
-scenarios on every backend.
+`backends/lua/_admission.lua` and `allocate.lua` (STARVATION_BOUND is written into the
+scripts from here). Keep the two in step: the contract suite runs the same scenarios on
+every backend. docs/resources.md states the rule for users.
 
 Fair order. Waiters are ranked by (first refusal time, higher priority, token); the same token
 has the same first refusal time in every namespace of its claim, so the rank is one total
 order and two multi-namespace claims can never block each other. Before judging a claim, the
-waiters ranked ahead of it reserve room, oldest first:
+waiters ranked ahead of it set room aside, oldest first, but only those that could use it:
 
-- one that fits all its scopes reserves its units in the global pool, its project and its
+- one that could take the room now (it fits the quota and its caps here, counting what older
+  waiters set aside, and its other namespaces did not refuse it at its last ask, see
+  `Ask.blocked_elsewhere`) sets aside its units in the global pool, its project and its
   project/domain: it takes them as soon as it asks again;
-- one blocked by the global quota reserves its units in the global pool only, so small
-  newcomers cannot starve a big claim;
-- one blocked by its own project or project/domain cap reserves nothing: it could not use
-  the room and must not hold back other projects. Nor does one needing more than the quota.
+- one that cannot take it now (too big for the free room, or blocked by another namespace of
+  its claim) sets aside nothing, so it never holds back room it could not use;
+- once a waiter has waited STARVATION_BOUND seconds it is overdue: it sets aside its units
+  in the global pool of every namespace of its claim even when it cannot take them yet (and
+  in its project and project/domain where it fits), so from then on no newcomer is granted
+  ahead of it anywhere and it is granted as soon as the holders of that moment release.
+  This bounds how long a multi-unit or multi-namespace claim can be overtaken;
+- one blocked by its own project or project/domain cap sets aside nothing, overdue or not:
+  it could not use the room and must not hold back other projects.
 
-The claim is then judged on in-use plus reserved units: global room first (EXHAUSTED), then
+The claim is then judged on in-use plus set-aside units: global room first (EXHAUSTED), then
 the project cap, then the project/domain cap (both NAMESPACE_QUOTA_EXCEEDED).
 """
 
@@ -37,6 +45,11 @@ from sluice.resources.models import (
     Scope,
 )
 
+STARVATION_BOUND = 60.0
+"""Seconds after its first refusal from which a waiter is overdue: it then sets aside room in
+every namespace of its claim, as a strict first-come-first-served queue would. Until then it
+may be overtaken by claims that can use room it cannot; after it, only by nobody."""
+
 
 @dataclass(frozen=True)
 class Ask:
@@ -50,9 +63,15 @@ class Ask:
     domain_cap: int | None
     priority: int
     since: float
+    blocked_elsewhere: bool = field(default=False, compare=False)
+    """A waiter whose other namespaces refused it at its last ask (recorded blocking scope
+    "other"): it cannot take room here now, so it sets none aside until it is overdue."""
 
     def rank(self) -> tuple[float, int, str]:
         return (self.since, -self.priority, self.token)
+
+    def overdue(self, now: float) -> bool:
+        return now - self.since >= STARVATION_BOUND
 
 
 @dataclass
@@ -107,10 +126,12 @@ class _Room:
             return Verdict("namespace", used, ask.domain_cap)
         return None
 
-    def reserve(self, waiter: Ask) -> None:
+    def reserve(self, waiter: Ask, now: float) -> None:
         if waiter.units > self.quota or self.cap_blocks(waiter) is not None:
             return
         fits = not self.global_blocks(waiter)
+        if not waiter.overdue(now) and (not fits or waiter.blocked_elsewhere):
+            return  # it could not take the room now: it holds none back
         self.reserved += waiter.units
         if fits:
             self.by_project[waiter.project] += waiter.units
@@ -125,18 +146,20 @@ class _Room:
         return Verdict("")
 
 
-def admit(quota: int, usage: Usage, waiters: Iterable[Ask], ask: Ask) -> Verdict:
-    """Judge `ask` on one namespace, after the waiters ranked ahead of it reserve room."""
+def admit(quota: int, usage: Usage, waiters: Iterable[Ask], ask: Ask, now: float) -> Verdict:
+    """Judge `ask` on one namespace, after the waiters ranked ahead of it set room aside."""
     ahead = sorted((w for w in waiters if w.rank() < ask.rank()), key=Ask.rank)
     room = _Room(quota, usage)
     for waiter in ahead:
         if room.full():
-            break  # nothing more can fit, so nothing more can be reserved
-        room.reserve(waiter)
+            break  # nothing more can fit, so nothing more can be set aside
+        room.reserve(waiter, now)
     return room.judge(ask, position=len(ahead) + 1)
 
 
-def next_in_line(quota: int | None, usage: Usage, waiters: Iterable[Ask]) -> tuple[str, ...]:
+def next_in_line(
+    quota: int | None, usage: Usage, waiters: Iterable[Ask], now: float
+) -> tuple[str, ...]:
     """The waiters that would be granted if they asked now, in rank order: whom a release
     needs to wake. (With several namespaces per claim, each must also fit elsewhere.)"""
     if quota is None:
@@ -147,7 +170,7 @@ def next_in_line(quota: int | None, usage: Usage, waiters: Iterable[Ask]) -> tup
             break
         if not room.judge(waiter, position=0).scope:
             ready.append(waiter.token)
-        room.reserve(waiter)
+        room.reserve(waiter, now)
     return tuple(ready)
 
 
@@ -205,6 +228,7 @@ def plan_allocation(
             states[c.namespace].usage,
             states[c.namespace].waiters,
             ask_for(c, token, holder, since),
+            now,
         )
         for c in claims
         if not states[c.namespace].holding

@@ -20,9 +20,10 @@ from prometheus_client import CollectorRegistry
 from sluice.cancellation import reraise_cancellation
 from sluice.clock import Clock
 from sluice.config import ResourcesConfig
-from sluice.errors import InvalidArgumentError, InvalidQuotaError
+from sluice.errors import InvalidArgumentError, InvalidQuotaError, UnknownNamespaceError
 from sluice.resources import validation as check
 from sluice.resources.backends import from_url
+from sluice.resources.backends._shared import resolve_quota
 from sluice.resources.backends.base import AllocationRequest, ResourceBackend
 from sluice.resources.metrics import ResourceMetrics
 from sluice.resources.models import (
@@ -188,7 +189,8 @@ class QuotaManager:
     async def allocate(
         self, token: str, claims: Sequence[Claim], holder: Holder
     ) -> AllocationResult:
-        """Claim every namespace for `token` (already fully composed), all or nothing."""
+        """Claim every namespace for `token` (already fully composed), all or nothing. A
+        claim larger than its quota raises ClaimExceedsQuotaError, with nothing written."""
         request = AllocationRequest(
             check.check_token(token),
             check.check_claims(claims, self._max_quota),
@@ -206,6 +208,16 @@ class QuotaManager:
             self._wakeups.refused(request.token, request.now + self._lease)
         self._wakeups.wake(outcome.reclaimed)
         return outcome.result
+
+    async def check_fits(self, claims: Sequence[Claim]) -> None:
+        """Raise ClaimExceedsQuotaError (an InputError) if a claim needs more units than its
+        namespace's effective quota, or its lock a capacity below 1: such a claim could never
+        be granted, so a task making it is refused before it runs. Allocates and writes
+        nothing; a namespace with no quota yet is left for the allocation to report."""
+        for claim in check.check_claims(claims, self._max_quota):
+            snapshots = await self.describe(claim.namespace)
+            with contextlib.suppress(UnknownNamespaceError):
+                resolve_quota(claim, dict(snapshots[0].quotas) if snapshots else {})
 
     async def release(self, token: str, namespaces: Sequence[str]) -> None:
         """Give back the token's units (or stop waiting) there; unknown tokens are a no-op."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from sluice.errors import InvalidArgumentError, InvalidQuotaError
+from sluice.errors import ClaimExceedsQuotaError, InvalidArgumentError, InvalidQuotaError
 from sluice.resources.models import Claim, Holder
 
 
@@ -78,4 +78,7 @@ def check_claim(claim: Claim, max_quota: int) -> None:
             f"claim on {claim.namespace!r}: units must be an int >= 1, got {claim.units!r}"
         )
     if claim.default_quota is not None:
+        if _is_int(claim.default_quota) and claim.default_quota < 1:
+            # A lock of capacity 0 could never be granted: refuse it like any claim too big.
+            raise ClaimExceedsQuotaError(claim.namespace, claim.units, claim.default_quota)
         check_quota(claim.namespace, claim.default_quota, max_quota)

@@ -104,4 +104,5 @@ async def release(
         sources_of(answer["sources"]),
         usage_of(changed, answer["usage"]),
         waiters_of(answer["waiters"]),
+        now,
     )

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from sluice.errors import UnknownNamespaceError
+from sluice.errors import ClaimExceedsQuotaError, UnknownNamespaceError
 from sluice.resources.admission import Ask, NamespaceState, Plan, ask_for, effective_quota
 from sluice.resources.backends.base import AllocationRequest, NamespaceUsage
 from sluice.resources.models import (
@@ -32,12 +33,16 @@ class WaiterRecord:
 
 
 def resolve_quota(claim: Claim, sources: Mapping[QuotaSource, int]) -> int:
+    """The claim's effective quota; raises UnknownNamespaceError without one, and
+    ClaimExceedsQuotaError when the claim could never fit in it."""
     quota, _ = effective_quota(sources, claim.default_quota)
     if quota is None:
         raise UnknownNamespaceError(
             f"unknown resource namespace {claim.namespace!r}: no quota registered, configured "
             "or set, and the claim brings no default"
         )
+    if claim.units > quota:
+        raise ClaimExceedsQuotaError(claim.namespace, claim.units, quota)
     return quota
 
 
@@ -53,7 +58,10 @@ def waiter_records(
         (
             claim.namespace,
             WaiterRecord(
-                ask_for(claim, request.token, holder, plan.since),
+                dataclasses.replace(
+                    ask_for(claim, request.token, holder, plan.since),
+                    blocked_elsewhere=scopes[claim.namespace] == "other",
+                ),
                 holder.execution_id,
                 holder.node_id,
                 request.now + request.lease,

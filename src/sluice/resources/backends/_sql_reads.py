@@ -163,8 +163,10 @@ def waiters_of(rows: Iterable[Sequence[Any]]) -> dict[str, list[WaiterRecord]]:
         expiry,
         b,
     ) in rows:
-        ask = Ask(token, project, domain, int(units), pc, dc, int(priority), float(since))
         scope: Scope = b
+        ask = Ask(
+            token, project, domain, int(units), pc, dc, int(priority), float(since), b == "other"
+        )
         waiters.setdefault(ns, []).append(WaiterRecord(ask, execution, node, float(expiry), scope))
     return waiters
 
@@ -183,7 +185,7 @@ async def usage_with_ready(
     sources = await load_sources(conn, names)
     usage = await _load_usage(conn, names)
     waiters = await load_waiters(conn, names, live_at=now)
-    return ready_usage(names, sources, usage, waiters)
+    return ready_usage(names, sources, usage, waiters, now)
 
 
 def ready_usage(
@@ -191,6 +193,7 @@ def ready_usage(
     sources: Mapping[str, Mapping[QuotaSource, int]],
     usage: Mapping[str, Usage],
     waiters: Mapping[str, Sequence[WaiterRecord]],
+    now: float,
 ) -> tuple[NamespaceUsage, ...]:
     """In-use units, live waiters (`waiters` holds only live ones) and the waiters now
     ready, of each namespace."""
@@ -198,7 +201,7 @@ def ready_usage(
     for ns in sorted(names):
         asks = [w.ask for w in waiters.get(ns, ())]
         quota = effective_quota(sources.get(ns, {}))[0]
-        ready = next_in_line(quota, usage[ns], asks) if asks else None
+        ready = next_in_line(quota, usage[ns], asks, now) if asks else None
         result.append(NamespaceUsage(ns, usage[ns].total, len(asks), ready))
     return tuple(result)
 

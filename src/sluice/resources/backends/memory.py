@@ -67,7 +67,7 @@ class _Namespace:
     def usage_now(self, namespace: str, now: float) -> NamespaceUsage:
         live = [w.ask for w in self.waiters.values() if w.expires_at > now]
         quota = effective_quota(self.quotas)[0]
-        ready = next_in_line(quota, self.usage, live) if live else None
+        ready = next_in_line(quota, self.usage, live, now) if live else None
         return NamespaceUsage(namespace, self.usage.total, len(live), ready)
 
 

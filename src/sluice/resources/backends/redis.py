@@ -20,8 +20,13 @@ from importlib import resources as package_files
 from typing import Any
 
 from sluice.cancellation import reraise_cancellation
-from sluice.errors import BackendUnavailableError, MissingDependencyError, UnknownNamespaceError
-from sluice.resources.admission import Ask
+from sluice.errors import (
+    BackendUnavailableError,
+    ClaimExceedsQuotaError,
+    MissingDependencyError,
+    UnknownNamespaceError,
+)
+from sluice.resources.admission import STARVATION_BOUND, Ask
 from sluice.resources.backends._shared import WaiterRecord, build_snapshot
 from sluice.resources.backends.base import (
     AllocationOutcome,
@@ -68,7 +73,8 @@ def _script(name: str) -> str:
     fast, marker, general = _lua(name).partition(_GENERAL)
     if not marker:
         fast, general = "", fast
-    prelude = "\n".join(_lua(prelude) for prelude in _PRELUDES)
+    constants = f"local STARVATION_BOUND = {STARVATION_BOUND!r}"
+    prelude = "\n".join([constants, *(_lua(prelude) for prelude in _PRELUDES)])
     general = f"local function general()\n{prelude}\n{marker}{general}\nend\nreturn general()\n"
     return f"{_lua('_publish')}\n{fast}\n{general}"
 
@@ -214,6 +220,10 @@ class RedisBackend(ResourceBackend):
                 f"unknown resource namespace {decoded['unknown']!r}: no quota registered, "
                 "configured or set, and the claim brings no default"
             )
+        if "too_big" in decoded:
+            raise ClaimExceedsQuotaError(
+                decoded["too_big"], int(decoded["units"]), int(decoded["quota"])
+            )
         return _outcome(decoded)
 
     async def release(
@@ -349,6 +359,14 @@ def _snapshot(entry: dict[str, Any]) -> NamespaceSnapshot:
 
 def _waiter(w: dict[str, Any]) -> WaiterRecord:
     ask = Ask(
-        w["t"], w["p"], w["d"], int(w["u"]), w.get("pc"), w.get("dc"), int(w["pr"]), float(w["s"])
+        w["t"],
+        w["p"],
+        w["d"],
+        int(w["u"]),
+        w.get("pc"),
+        w.get("dc"),
+        int(w["pr"]),
+        float(w["s"]),
+        w["b"] == "other",
     )
     return WaiterRecord(ask, w["e"], w["n"], float(w["x"]), w["b"])

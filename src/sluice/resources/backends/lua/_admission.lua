@@ -44,9 +44,13 @@ local function cap_blocks(room, a)
   return nil
 end
 
-local function reserve(room, w)
+-- A waiter sets room aside only if it could take it now (it fits here and its other
+-- namespaces did not refuse it at its last ask: blocking scope 'other'), or once it is overdue
+-- (STARVATION_BOUND seconds after its first refusal, written in by redis.py from admission.py).
+local function reserve(room, w, now)
   if w.u > room.quota or cap_blocks(room, w) then return end
   local fits = room.usage.all + room.reserved + w.u <= room.quota
+  if now - w.sn < STARVATION_BOUND and (not fits or w.b == 'other') then return end
   room.reserved = room.reserved + w.u
   if fits then
     local pf, df = project_field(w.p), domain_field(w.p, w.d)
@@ -80,7 +84,7 @@ local function next_in_line(ns, now)
   for _, w in ipairs(live) do
     if room_full(room) then break end
     if not judge(room, w) then ready[#ready + 1] = w.t end
-    reserve(room, w)
+    reserve(room, w, now)
   end
   return ready
 end

@@ -6,7 +6,8 @@
 -- ARGV[6..10] holder: project, domain, execution, node, priority
 -- then five per claim: namespace, units, default quota, project cap, domain cap ('' if none)
 -- Returns, granted at once (the fast path below): [in_use] after the grant, one per claim,
--- with nobody waiting there. Otherwise JSON: {unknown = ns} with nothing written, or {status,
+-- with nobody waiting there. Otherwise JSON: {unknown = ns} or {too_big = ns, units, quota}
+-- with nothing written, or {status,
 -- ns, scope, in_use, limit, position, waited_since, usage = [{namespace, in_use, waiters}],
 -- reclaimed = [ns]}.
 
@@ -96,18 +97,19 @@ local function admit(state, ask)
   local room = new_room(state.quota, state.usage)
   for _, w in ipairs(ahead) do
     if room_full(room) then break end
-    reserve(room, w)
+    reserve(room, w, now)
   end
   local verdict = judge(room, ask)
   if verdict then verdict.position = #ahead + 1 end
   return verdict
 end
 
--- 1. Every namespace must have a quota; nothing is written before this check.
+-- 1. Every namespace must have a quota the claim can fit in; nothing is written before this.
 local quotas = {}
 for i, c in ipairs(claims) do
   quotas[i] = resolve_quota(c.ns, c.df)
   if not quotas[i] then return cjson.encode({unknown = c.ns}) end
+  if c.u > quotas[i] then return cjson.encode({too_big = c.ns, units = c.u, quota = quotas[i]}) end
 end
 
 -- 2. Reclaim lapsed leases and waiters, read each namespace.
