@@ -109,6 +109,7 @@ class Engine:
         self._failures: dict[str, int] = {}
         self.health = store.db.health
         self.health.gone_timeout = services.config.store_gone_timeout
+        self.health.announce = True  # a long-running process: say when the store is lost
         self._fatal = asyncio.Event()
         if services.counters is not None:
             scheduler = self.scheduling.scheduler
@@ -323,8 +324,7 @@ class Engine:
                 reraise_cancellation()
                 if not self.health.expected(exc):
                     log.exception("watching the store failed")
-        log.error("engine %s stops: %s", self.engine_id, self.health.fatal)
-        self._fatal.set()
+        self._fatal.set()  # not logged: the caller of wait_fatal reports it, once
 
     @property
     def fatal(self) -> StoreGoneError | None:
@@ -332,7 +332,8 @@ class Engine:
         return self.health.fatal
 
     async def wait_fatal(self) -> StoreGoneError:
-        """Return once the store is lost for good; the caller stops the engine."""
+        """Return once the store is lost for good; the caller stops the engine and reports
+        the error (`sluice engine`: one line, exit 4)."""
         await self._fatal.wait()
         assert self.health.fatal is not None
         return self.health.fatal

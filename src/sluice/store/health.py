@@ -34,6 +34,8 @@ class StoreHealth:
         self.last_error: StoreUnavailableError | None = None
         self.fatal: StoreGoneError | None = None
         self.outages = 0
+        self.announce = False
+        """Log outage lines: an engine turns it on; a one-shot command's error line says it."""
 
     @property
     def down(self) -> bool:
@@ -46,7 +48,8 @@ class StoreHealth:
         if self.down_since is None:
             self.down_since = now
             self.outages += 1
-            log.warning("lost the database %s: %s; retrying quietly", self.display, error)
+            if self.announce:
+                log.warning("lost the database %s: %s; retrying", self.display, error)
         if isinstance(error, StoreGoneError):
             if self.gone_since is None:
                 self.gone_since = now
@@ -54,17 +57,21 @@ class StoreHealth:
                 self.fatal = error
 
     def fail_now(self, error: StoreGoneError) -> None:
-        """The database can never come back to this process (its file was replaced)."""
-        self.lost(error)
+        """The database can never come back to this process (its file was replaced). Not
+        logged here: whoever stops the process reports `fatal`, once."""
+        if self.down_since is None:
+            self.down_since = self._clock()
+            self.outages += 1
+        self.last_error = error
         self.fatal = self.fatal or error
 
     def ok(self) -> None:
         """An operation succeeded: end the outage (one line) if there was one."""
         if self.down_since is None:
             return
-        log.warning(
-            "the database %s is back after %.1fs", self.display, self._clock() - self.down_since
-        )
+        if self.announce:
+            outage = self._clock() - self.down_since
+            log.warning("the database %s is back after %.1fs", self.display, outage)
         self.down_since = self.gone_since = self.last_error = None
 
     def expected(self, error: BaseException) -> bool:

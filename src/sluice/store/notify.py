@@ -173,7 +173,8 @@ class Notifier:
         error = translate_error(exc, self._db.url)
         if isinstance(error, StoreUnavailableError):
             return error
-        return StoreUnavailableError(str(error))
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return StoreUnavailableError(f"cannot connect to {self._db.url.display}: {text}")
 
     def _sqlite_drain(self, conn: Any, last_id: int) -> int:
         rows = conn.execute(
