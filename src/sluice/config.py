@@ -41,7 +41,8 @@ Positive = Annotated[int, Field(ge=1)]
 
 
 def _bounded(value: Any) -> Any:
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST_SETTING:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and abs(value) > LARGEST_SETTING:
         raise ValueError(f"must be at most {LARGEST_SETTING:_} in size")
     if isinstance(value, dict):
         for item in value.values():
@@ -52,6 +53,14 @@ def _bounded(value: Any) -> Any:
 class _Section(BaseModel):
     # NaN or infinity in an interval, lease or delay would never fire or fire always.
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(str(info.field_name))
+        if isinstance(value, bool) and field is not None and field.annotation in (int, float):
+            raise ValueError("expected a number, not a bool")
+        return value
 
     @field_validator("*", mode="after")
     @classmethod

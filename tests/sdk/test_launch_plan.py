@@ -124,8 +124,8 @@ def test_an_input_both_default_and_fixed_is_an_error() -> None:
 @pytest.mark.parametrize(
     ("args", "kwargs", "fragment"),
     [
-        (("", measured), {}, "non-empty"),
-        ((None, measured), {}, "non-empty"),
+        (("", measured), {}, "LaunchPlan name must be 1 to 200"),
+        ((None, measured), {}, "LaunchPlan name must be a string"),
         (("lp", flows.add), {}, "must be a @workflow"),
         (("lp", measured), {"concurrency": 3}, "ConcurrencyPolicy"),
         (("lp", measured), {"schedule": "0 * * * *"}, "Schedule"),

@@ -70,13 +70,16 @@ def test_concurrency_policy_defaults_and_behaviour_from_string() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "shown"),
     [
-        ({"max": 0}, "max must be an int >= 1, got 0"),
+        ({"max": 0}, "max must be an int from 1 to 1_000_000_000, got 0"),
         ({"max": -1}, "got -1"),
         ({"max": True}, "got True"),
         ({"max": 2.0}, "got 2.0"),
         ({"max": 1, "behavior": "BOGUS"}, "got 'BOGUS'"),
         ({"max": 1, "behavior": "wait"}, "got 'wait'"),
-        ({"max": 1, "max_pending": -1}, "max_pending must be an int >= 0 or None, got -1"),
+        (
+            {"max": 1, "max_pending": -1},
+            "max_pending must be an int from 0 to 1_000_000_000, got -1",
+        ),
         ({"max": 1, "max_pending": 1.5}, "got 1.5"),
     ],
 )

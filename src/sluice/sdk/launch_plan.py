@@ -9,7 +9,9 @@ from sluice.errors import DefinitionError, InputError
 from sluice.sdk.workflow import WorkflowDef
 from sluice.spec.canonical import digest
 from sluice.spec.models import ConcurrencyPolicy, LaunchPlanSpec, Schedule, WorkflowSpec
+from sluice.spec.names import check_entity_name
 from sluice.spec.types import validate_json
+from sluice.spec.values import check_priority
 
 
 def check_launch_inputs(
@@ -44,8 +46,7 @@ class LaunchPlan:
         priority: int = 0,
         overwrite_cache: bool = False,
     ) -> None:
-        if not isinstance(name, str) or not name:
-            raise DefinitionError(f"LaunchPlan name must be a non-empty string, got {name!r}")
+        check_entity_name("LaunchPlan name", name, DefinitionError)
         if not isinstance(workflow, WorkflowDef):
             raise DefinitionError(
                 f"LaunchPlan {name!r}: workflow must be a @workflow, got {workflow!r}"
@@ -54,6 +55,16 @@ class LaunchPlan:
             raise DefinitionError(f"LaunchPlan {name!r}: concurrency must be a ConcurrencyPolicy")
         if schedule is not None and not isinstance(schedule, Schedule):
             raise DefinitionError(f"LaunchPlan {name!r}: schedule must be a Schedule")
+        check_priority(f"LaunchPlan {name!r}: priority", priority, DefinitionError)
+        if not isinstance(overwrite_cache, bool):
+            raise DefinitionError(
+                f"LaunchPlan {name!r}: overwrite_cache must be a bool, got {overwrite_cache!r}"
+            )
+        for what, given in (("default_inputs", default_inputs), ("fixed_inputs", fixed_inputs)):
+            if given is not None and not isinstance(given, Mapping):
+                raise DefinitionError(
+                    f"LaunchPlan {name!r}: {what} must be a dict of inputs, got {given!r}"
+                )
         self.name = name
         self.workflow = workflow
         self.default_inputs = dict(default_inputs or {})

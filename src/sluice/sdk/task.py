@@ -19,7 +19,7 @@ from sluice.sdk.interface import (
     output_annotations,
 )
 from sluice.sdk.naming import module_file, module_name
-from sluice.spec.canonical import digest
+from sluice.spec.canonical import canonical_json, digest
 from sluice.spec.locks import template_problem
 from sluice.spec.models import (
     CacheSpec,
@@ -31,9 +31,12 @@ from sluice.spec.models import (
     TaskMetadata,
     TaskSpec,
 )
+from sluice.spec.names import check_entity_name
+from sluice.spec.values import check_count, check_priority, check_seconds
 
 P = ParamSpec("P")
 R = TypeVar("R")
+MAX_RETRIES = 1000
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,12 @@ class Locks:
     template: str
     for_each: str = ""
 
+    def __post_init__(self) -> None:
+        for field in ("template", "for_each"):
+            value = getattr(self, field)
+            if not isinstance(value, str):
+                raise DefinitionError(f"Locks {field} must be a string, got {value!r}")
+
 
 LockArg = str | Locks | Callable[..., Sequence[str]] | Sequence[str | Locks]
 
@@ -75,13 +84,23 @@ def _cache_spec(cache: bool | Cache, where: str, interface: Interface) -> CacheS
         raise DefinitionError(
             f'{where}: cache needs a version, e.g. cache=Cache(version="1"), got cache={cache!r}'
         )
-    if not cache.version:
-        raise DefinitionError(f"{where}: Cache version must be a non-empty string")
+    if not isinstance(cache.serialize, bool):
+        raise DefinitionError(f"{where}: Cache serialize must be a bool, got {cache.serialize!r}")
+    if not isinstance(cache.version, str) or not cache.version:
+        raise DefinitionError(
+            f"{where}: Cache version must be a non-empty string, got {cache.version!r}"
+        )
+    if isinstance(cache.ignored_inputs, str) or not all(
+        isinstance(n, str) for n in cache.ignored_inputs
+    ):
+        raise DefinitionError(
+            f"{where}: Cache ignored_inputs must be input names, got {cache.ignored_inputs!r}"
+        )
     unknown = sorted(set(cache.ignored_inputs) - set(interface.inputs))
     if unknown:
         raise DefinitionError(f"{where}: ignored input {unknown[0]!r} is not an input")
-    if cache.max_age is not None and cache.max_age <= 0:
-        raise DefinitionError(f"{where}: Cache max_age must be > 0 seconds, got {cache.max_age}")
+    if cache.max_age is not None:
+        check_seconds(f"{where}: Cache max_age", cache.max_age, DefinitionError)
     return CacheSpec(
         enabled=True,
         version=cache.version,
@@ -102,8 +121,6 @@ def _lock_spec(item: Any, where: str, interface: Interface) -> LockSpec:
     if isinstance(item, str):
         item = Locks(item)
     if isinstance(item, Locks):
-        if not isinstance(item.template, str) or not isinstance(item.for_each, str):
-            raise DefinitionError(f"{where}: locks template and for_each must be strings")
         spec = LockSpec(template=item.template, for_each=item.for_each)
         problem = template_problem(spec, interface)
         if problem:  # the engine could never compute a name: refuse it now, not loop later
@@ -183,16 +200,14 @@ def make_task_spec(
     custom: dict[str, Any] | None,
     priority: int,
 ) -> TaskSpec:
-    task_name = name or f"{module_name(fn)}.{fn.__qualname__}"
+    task_name = f"{module_name(fn)}.{fn.__qualname__}" if name is None else name
+    check_entity_name("task name", task_name, DefinitionError)
     where = f"task {task_name!r}"
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise DefinitionError(f"{where}: retries must be an int >= 0, got {retries!r}")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-    ):
-        raise DefinitionError(f"{where}: timeout must be seconds > 0, got {timeout!r}")
-    if not all(isinstance(q, Quota) for q in quotas):
-        raise DefinitionError(f"{where}: quotas must be Quota(...) values, got {list(quotas)!r}")
+    check_count(f"{where}: retries", retries, DefinitionError, high=MAX_RETRIES)
+    if timeout is not None:
+        check_seconds(f"{where}: timeout", timeout, DefinitionError)
+    check_priority(f"{where}: priority", priority, DefinitionError)
+    _check_options(where, quotas, interruptible, task_type, custom)
     interface = build_interface(fn, where)
     metadata = TaskMetadata(
         retries=retries,
@@ -215,6 +230,24 @@ def make_task_spec(
     )
     version = digest(draft.model_dump(mode="json", exclude={"source"}), _source_version(fn))[:16]
     return draft.model_copy(update={"version": version})
+
+
+def _check_options(
+    where: str, quotas: Any, interruptible: Any, task_type: Any, custom: Any
+) -> None:
+    if isinstance(quotas, str | Quota) or not all(isinstance(q, Quota) for q in quotas):
+        raise DefinitionError(f"{where}: quotas must be Quota(...) values, got {quotas!r}")
+    if not isinstance(interruptible, bool):
+        raise DefinitionError(f"{where}: interruptible must be a bool, got {interruptible!r}")
+    if not isinstance(task_type, str) or not task_type:
+        raise DefinitionError(f"{where}: type must be a non-empty string, got {task_type!r}")
+    if custom is not None:
+        if not isinstance(custom, dict):
+            raise DefinitionError(f"{where}: custom must be a dict, got {custom!r}")
+        try:
+            canonical_json(custom)
+        except (TypeError, ValueError) as exc:  # plugin config is stored as JSON
+            raise DefinitionError(f"{where}: custom must be JSON (no NaN): {exc}") from None
 
 
 @overload

@@ -19,6 +19,7 @@ from sluice.sdk.interface import bind_arguments, build_inputs, build_outputs, in
 from sluice.sdk.naming import module_name
 from sluice.spec.canonical import digest
 from sluice.spec.models import Binding, InputSpec, Interface, NodeSpec, TaskSpec, WorkflowSpec
+from sluice.spec.names import check_entity_name
 from sluice.spec.types import JSON, TypeSpec, is_assignable, to_json
 from sluice.spec.validate import validate_workflow
 
@@ -157,7 +158,8 @@ class WorkflowDef(Generic[P, R]):
 
     def __init__(self, fn: Callable[P, R], name: str | None = None) -> None:
         self.fn = fn
-        self.name = name or f"{module_name(fn)}.{fn.__qualname__}"
+        self.name = f"{module_name(fn)}.{fn.__qualname__}" if name is None else name
+        check_entity_name("workflow name", self.name, DefinitionError)
         self._spec: WorkflowSpec | None = None
 
     @property

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sluice.errors import InvalidPolicyError, InvalidQuotaError
 from sluice.spec.names import check_namespace_name
 from sluice.spec.types import TypeSpec
+from sluice.spec.values import check_count, check_seconds
 
 MAX_QUOTA = 1000
 """The default of resources.max_quota: the most units a quota, and so a claim, can have."""
@@ -169,8 +170,7 @@ class ConcurrencyPolicy:
     max_pending: int | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.max, bool) or not isinstance(self.max, int) or self.max < 1:
-            raise InvalidPolicyError(f"ConcurrencyPolicy max must be an int >= 1, got {self.max!r}")
+        check_count("ConcurrencyPolicy max", self.max, InvalidPolicyError, low=1)
         try:
             object.__setattr__(self, "behavior", ConcurrencyBehavior(self.behavior))
         except ValueError:
@@ -178,13 +178,8 @@ class ConcurrencyPolicy:
             raise InvalidPolicyError(
                 f"ConcurrencyPolicy behavior must be one of {names}, got {self.behavior!r}"
             ) from None
-        pending = self.max_pending
-        if pending is not None and (
-            isinstance(pending, bool) or not isinstance(pending, int) or pending < 0
-        ):
-            raise InvalidPolicyError(
-                f"ConcurrencyPolicy max_pending must be an int >= 0 or None, got {pending!r}"
-            )
+        if self.max_pending is not None:
+            check_count("ConcurrencyPolicy max_pending", self.max_pending, InvalidPolicyError)
 
 
 @dataclass(frozen=True)
@@ -211,18 +206,14 @@ class Schedule:
         if self.cron is not None:
             _check_cron(self.cron)
         _check_timezone(self.timezone)
-        rate = self.fixed_rate
-        if rate is not None and (
-            isinstance(rate, bool) or not isinstance(rate, int | float) or rate <= 0
-        ):
-            raise InvalidPolicyError(f"Schedule fixed_rate must be seconds > 0, got {rate!r}")
+        if self.fixed_rate is not None:
+            check_seconds("Schedule fixed_rate", self.fixed_rate, InvalidPolicyError)
         if self.catch_up not in (None, "none", "latest", "all"):
             raise InvalidPolicyError(
                 f"Schedule catch_up must be none, latest or all, got {self.catch_up!r}"
             )
-        top = self.catch_up_max
-        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
-            raise InvalidPolicyError(f"Schedule catch_up_max must be an int >= 1, got {top!r}")
+        if self.catch_up_max is not None:
+            check_count("Schedule catch_up_max", self.catch_up_max, InvalidPolicyError, low=1)
 
 
 def _check_cron(expression: str) -> None:

@@ -39,7 +39,10 @@ _RULES = {
 
 def shown(value: object) -> str:
     """repr(value), cut short for a value of thousands of characters."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"a value nested too deeply to show ({type(value).__name__})"
     if len(text) <= 80:
         return text
     size = len(value) if isinstance(value, str) else len(text)

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from sluice.errors import DefinitionError, InputError, OutputsError
+from sluice.spec.names import shown
 
 TypeKind = Literal[
     "none",
@@ -188,15 +189,43 @@ def _unwrap(spec: TypeSpec) -> TypeSpec:
 
 class _Invalid(Exception):
     def __init__(self, path: str, expected: str, value: Any) -> None:
-        super().__init__(f"{path}: expected {expected}, got {value!r}")
+        if len(path) > 200:  # the path into a deep value: its start and its end
+            path = f"{path[:100]}...{path[-60:]}"
+        super().__init__(f"{path}: expected {expected}, got {shown(value)}")
 
 
-def _check(spec: TypeSpec, value: Any, path: str) -> Any:
+MAX_DEPTH = 64
+"""Deepest nesting of lists and dicts in a value; deeper ones overflow JSON encoders."""
+
+
+def _check_plain_json(value: Any, path: str, depth: int) -> Any:
+    """A value of an untyped (`json`) slot must still be JSON: checked without recursion."""
+    stack: list[tuple[Any, str, int]] = [(value, path, depth)]
+    while stack:
+        item, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _Invalid(where, f"at most {MAX_DEPTH} levels of nesting", "...")
+        if isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(item))
+        elif isinstance(item, dict):
+            if not all(isinstance(k, str) for k in item):
+                raise _Invalid(where, "an object with str keys", item)
+            stack.extend((v, f"{where}[{k!r}]", depth + 1) for k, v in item.items())
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise _Invalid(where, "a finite float (JSON has no NaN or Infinity)", item)
+        elif item is not None and not isinstance(item, bool | int | float | str):
+            raise _Invalid(where, "a JSON value", item)
+    return value
+
+
+def _check(spec: TypeSpec, value: Any, path: str, depth: int = 0) -> Any:
+    if depth > MAX_DEPTH:
+        raise _Invalid(path, f"at most {MAX_DEPTH} levels of nesting", "...")
     kind = spec.kind
     if kind == "json":
-        return value
+        return _check_plain_json(value, path, depth)
     if kind == "optional":
-        return None if value is None else _check(spec.args[0], value, path)
+        return None if value is None else _check(spec.args[0], value, path, depth)
     if kind == "none":
         if value is not None:
             raise _Invalid(path, "null", value)
@@ -222,11 +251,13 @@ def _check(spec: TypeSpec, value: Any, path: str) -> Any:
     if kind == "list":
         if not isinstance(value, list):
             raise _Invalid(path, str(spec), value)
-        return [_check(spec.args[0], item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return [
+            _check(spec.args[0], item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)
+        ]
     if kind == "dict":
         if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
             raise _Invalid(path, str(spec), value)
-        return {k: _check(spec.args[0], v, f"{path}[{k!r}]") for k, v in value.items()}
+        return {k: _check(spec.args[0], v, f"{path}[{k!r}]", depth + 1) for k, v in value.items()}
     if kind == "enum":
         if value not in spec.values or isinstance(value, bool):
             raise _Invalid(path, f"one of {list(spec.values)}", value)
@@ -254,7 +285,7 @@ def _check_record(spec: TypeSpec, value: Any, path: str) -> Any:
     out = {}
     for field in spec.fields:
         if field.name in value:
-            out[field.name] = _check(field.type, value[field.name], f"{path}.{field.name}")
+            out[field.name] = _check(field.type, value[field.name], f"{path}.{field.name}", 1)
         elif field.required:
             raise _Invalid(f"{path}.{field.name}", "a value (required field)", None)
     return out
