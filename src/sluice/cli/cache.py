@@ -8,6 +8,7 @@ from rich.table import Table
 
 from sluice.cli.common import iso, opened, print_json, run_async
 from sluice.errors import InvalidArgumentError
+from sluice.spec.values import MAX_LIST_LIMIT, check_count
 from sluice.store.store import Repos
 
 
@@ -18,11 +19,12 @@ def cache() -> None:
 
 @cache.command("ls")
 @click.option("--task", "task_name", help="Only entries of this task name.")
-@click.option("--limit", default=100, show_default=True, type=click.IntRange(1))
+@click.option("--limit", default=100, show_default=True, type=int, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @run_async
 async def cache_ls(ctx: click.Context, task_name: str | None, limit: int, as_json: bool) -> None:
+    limit = check_count("--limit", limit, InvalidArgumentError, low=1, high=MAX_LIST_LIMIT)
     """Cache entries, newest first: key, task, cache version, when, which run computed it."""
     async with opened(ctx) as runtime:
         entries = await (await runtime.open_catalog()).list_entries(

@@ -14,6 +14,8 @@ from sluice.concurrency.repository import ConcurrencyRepository
 from sluice.embedded import controller_live
 from sluice.errors import InvalidArgumentError
 from sluice.runtime import Runtime
+from sluice.spec.names import check_scope_name
+from sluice.spec.values import check_count
 
 
 @click.group("concurrency")
@@ -30,6 +32,9 @@ def _scope(text: str) -> tuple[str, str]:
     project, _, domain = text.partition("/")
     if not project or "/" in domain:
         raise InvalidArgumentError(f"scope {text!r} is not PROJECT or PROJECT/DOMAIN")
+    check_scope_name(f"scope {text!r}: project", project)
+    if domain:
+        check_scope_name(f"scope {text!r}: domain", domain)
     return project, domain
 
 
@@ -46,6 +51,7 @@ async def caps_set(ctx: click.Context, scope: str, value: int) -> None:
     """Cap the active executions of SCOPE (PROJECT or PROJECT/DOMAIN) at VALUE; it wins over
     the config and applies to the next decision of the live controller."""
     project, domain = _scope(scope)
+    check_count(f"cap of {scope!r}", value, InvalidArgumentError, low=1)
     runtime = await Runtime.open(state(ctx).settings, role="cli")
     try:
         await _service(runtime).set(project, domain, value)

@@ -16,6 +16,7 @@ from sluice.concurrency.repository import ConcurrencyRepository
 from sluice.errors import InvalidArgumentError, NotFoundError
 from sluice.runtime import Runtime
 from sluice.spec.phases import ExecutionPhase
+from sluice.spec.values import MAX_LIST_LIMIT, check_count
 from sluice.store.records import ExecutionRecord, NodeRecord
 from sluice.store.store import Repos
 
@@ -37,11 +38,12 @@ def _phases(values: tuple[str, ...]) -> list[ExecutionPhase] | None:
 
 @executions.command("ls")
 @click.option("--phase", "phases", multiple=True, help="Only these phases (repeatable).")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1))
+@click.option("--limit", default=50, show_default=True, type=int, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @run_async
 async def ls(ctx: click.Context, phases: tuple[str, ...], limit: int, as_json: bool) -> None:
+    limit = check_count("--limit", limit, InvalidArgumentError, low=1, high=MAX_LIST_LIMIT)
     """Executions, newest first; PENDING ones with their position in their launch plan's
     queue (promotion order: priority, then creation) and what they wait for."""
     runtime = await Runtime.open(state(ctx).settings, role="cli")

@@ -8,8 +8,18 @@ from typing import Any
 
 from sluice.errors import InputError
 from sluice.spec.models import WorkflowSpec
+from sluice.spec.names import shown
 
 _TRUE, _FALSE = {"true", "1", "yes", "y", "on"}, {"false", "0", "no", "n", "off"}
+
+
+def _refuse_constant(name: str) -> Any:
+    raise InputError(f"JSON has no {name}: inputs are JSON values")
+
+
+def _loads(text: str) -> Any:
+    """JSON as the standard defines it: NaN and Infinity are refused, not read as floats."""
+    return json.loads(text, parse_constant=_refuse_constant)
 
 
 def _scalar(kind: str, text: str, name: str) -> Any:
@@ -19,17 +29,17 @@ def _scalar(kind: str, text: str, name: str) -> Any:
         if kind == "float":
             return float(text)
     except ValueError:
-        raise InputError(f"input {name!r}: expected {kind}, got {text!r}") from None
+        raise InputError(f"input {name!r}: expected {kind}, got {shown(text)}") from None
     if kind == "bool":
         if text.lower() in _TRUE | _FALSE:
             return text.lower() in _TRUE
-        raise InputError(f"input {name!r}: expected true or false, got {text!r}")
+        raise InputError(f"input {name!r}: expected true or false, got {shown(text)}")
     if kind in ("str", "datetime", "date", "enum"):
         return text
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise InputError(f"input {name!r}: expected JSON, got {text!r}") from None
+        return _loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise InputError(f"input {name!r}: expected JSON, got {shown(text)}") from None
 
 
 def parse_inputs(
@@ -38,11 +48,13 @@ def parse_inputs(
     values: dict[str, Any] = {}
     if as_json:
         try:
-            loaded = json.loads(as_json)
+            loaded = _loads(as_json)
         except json.JSONDecodeError as exc:
             raise InputError(f"--inputs is not JSON: {exc}") from None
+        except RecursionError:
+            raise InputError(f"--inputs is nested too deeply: {shown(as_json)}") from None
         if not isinstance(loaded, dict):
-            raise InputError(f"--inputs must be a JSON object, got {as_json!r}")
+            raise InputError(f"--inputs must be a JSON object, got {shown(as_json)}")
         values.update(loaded)
     for pair in pairs:
         name, sep, text = pair.partition("=")

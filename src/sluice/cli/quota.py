@@ -11,7 +11,10 @@ from rich.table import Table
 
 from sluice.cli.common import iso, opened, print_json, run_async
 from sluice.engine.claims import LOCK_PREFIX
+from sluice.errors import InvalidArgumentError, InvalidQuotaError
 from sluice.resources import NamespaceSnapshot
+from sluice.spec.names import check_namespace_name, lock_name_problem
+from sluice.spec.values import check_count
 from sluice.store.records import NodeRecord
 
 
@@ -100,10 +103,22 @@ def _print_snapshot(console: Console, s: NamespaceSnapshot) -> None:
 async def quota_set(ctx: click.Context, namespace: str, value: int) -> None:
     """Set NAMESPACE's quota to VALUE for every process (it wins over config and plugins).
     Lowering it never revokes held tokens."""
+    _check_quota_namespace(namespace)
+    check_count(f"quota of {namespace!r}", value, InvalidQuotaError, low=1)
     async with opened(ctx) as runtime:
         await runtime.resources.start()
         await runtime.resources.set_quota(namespace, value)
     click.echo(f"quota of {namespace} set to {value}")
+
+
+def _check_quota_namespace(namespace: str) -> None:
+    """A quota namespace, or `lock:<lock name>` to change one lock's capacity."""
+    if namespace.startswith(LOCK_PREFIX):
+        problem = lock_name_problem(namespace.removeprefix(LOCK_PREFIX))
+        if problem:
+            raise InvalidArgumentError(f"namespace {namespace!r}: {problem}")
+        return
+    check_namespace_name(namespace)
 
 
 @click.group("locks")

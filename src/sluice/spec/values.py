@@ -13,6 +13,8 @@ from sluice.errors import InvalidArgumentError
 
 LARGEST_COUNT = 1_000_000_000
 PRIORITY_RANGE = (-1_000_000, 1_000_000)
+MAX_LIST_LIMIT = 10_000
+"""The most rows one listing (`--limit`) returns."""
 
 
 def is_int(value: object) -> bool:
