@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -75,9 +76,23 @@ class Engines:
         self.procs: list[subprocess.Popen[str]] = []
         self.deaths: dict[int, float] = {}
         self.kills = 0
+        self.start_retries = 0
         self._lock = threading.Lock()
 
-    def start(self, crash: str | None = None, *, ready: bool = True) -> subprocess.Popen[str]:
+    def start(self, crash: str | None = None) -> subprocess.Popen[str]:
+        """Start an engine and wait until it drives executions. An engine whose SQLite open
+        failed with "database is locked" is started again (counted in `start_retries`): seen
+        now and then right after a SIGKILL of another engine on the same file."""
+        for _ in range(3):
+            proc = self._spawn(crash)
+            if self.wait_ready(proc):
+                return proc
+            log = (self.logs / f"engine-{len(self.procs) - 1}.log").read_text()
+            assert "database is locked" in log, f"engine {proc.pid} did not start:\n{log[-3000:]}"
+            self.start_retries += 1
+        raise AssertionError("an engine failed three times to open the store")
+
+    def _spawn(self, crash: str | None) -> subprocess.Popen[str]:
         self.logs.mkdir(parents=True, exist_ok=True)
         log = (self.logs / f"engine-{len(self.procs)}.log").open("w")
         proc = subprocess.Popen(
@@ -91,14 +106,22 @@ class Engines:
         log.close()
         self.procs.append(proc)
         threading.Thread(target=self._reap, args=(proc,), daemon=True).start()
-        if ready:
-            self.wait_ready(proc)
         return proc
 
-    def wait_ready(self, proc: subprocess.Popen[str]) -> None:
+    def wait_ready(self, proc: subprocess.Popen[str], within: float = 60) -> bool:
+        """True once it says "ready"; False if it exited first. Fails (with its log) when it
+        neither starts nor exits in `within` seconds."""
         assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("ready"), f"engine {proc.pid} did not start: {line!r}"
+        readable, _, _ = select.select([proc.stdout], [], [], within)
+        if not readable:
+            proc.kill()
+            proc.wait(30)
+            log = (self.logs / f"engine-{self.procs.index(proc)}.log").read_text()
+            raise AssertionError(f"engine {proc.pid} hung at start:\n{log[-3000:]}")
+        if proc.stdout.readline().startswith("ready"):
+            return True
+        proc.wait(30)
+        return False
 
     def _reap(self, proc: subprocess.Popen[str]) -> None:
         proc.wait()
@@ -210,3 +233,36 @@ async def verdict(
     checked.violations[:0] = report.violations
     check_store(checked, bodies, final, nodes, events, left)
     return checked
+
+
+async def node_phase(rt: Runtime, execution_id: str, node_id: str) -> int | None:
+    async with rt.store.read() as repos:
+        for node in await repos.nodes.list(execution_id):
+            if node.node_id == node_id:
+                return node.task_phase
+    return None
+
+
+async def wait_node_phase(
+    rt: Runtime, execution_id: str, node_id: str, phase: int, within: float = 60
+) -> None:
+    deadline = time.monotonic() + within
+    while await node_phase(rt, execution_id, node_id) != phase:
+        assert time.monotonic() < deadline, f"{execution_id}/{node_id} never reached {phase}"
+        await asyncio.sleep(0.05)
+
+
+def starts(history: Path, execution_id: str | None = None) -> list[dict[str, object]]:
+    return [
+        line
+        for line in read_history(history)
+        if line["ev"] == "start" and execution_id in (None, line["ex"])
+    ]
+
+
+async def lapsed_leases(rt: Runtime) -> bool:
+    """Every token held in the resource store has a lease that has run out."""
+    async with rt.store.read() as repos:
+        query = sa.text("SELECT lease_expires_at FROM resource_holders")
+        rows = (await repos.conn.execute(query)).all()
+    return bool(rows) and all(float(r[0]) < time.time() for r in rows)
