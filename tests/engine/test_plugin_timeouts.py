@@ -15,6 +15,7 @@ import pytest
 
 import sluice
 from sluice.config import load_config
+from sluice.engine.engine import RECONCILE_WORKERS
 from sluice.errors import ConfigError
 from sluice.plugins.core.context import TaskExecutionContext
 from sluice.plugins.core.phase import PhaseInfo, Transition
@@ -31,6 +32,7 @@ class HangPlugin:
 
     kind: str
     entered: asyncio.Event = field(default_factory=asyncio.Event)
+    calls: int = 0
     let_go: asyncio.Event = field(default_factory=asyncio.Event)
     cancelled: int = 0
 
@@ -46,6 +48,7 @@ class HangPlugin:
         if self.kind == "quick":
             ctx.outputs.put({"o0": 1})
             return Transition.to(PhaseInfo.success())
+        self.calls += 1
         self.entered.set()
         if self.kind == "hang":
             await asyncio.Event().wait()
@@ -179,19 +182,36 @@ async def test_per_call_cap_fails_the_attempt_as_a_retryable_system_error(
     assert any("plugin_call_timeout" in r for r in reasons), reasons
 
 
-async def test_other_executions_are_served_while_a_plugin_hangs(
+async def test_other_executions_are_served_while_plugins_hang(
     timeouts: tuple[Runtime, dict[str, HangPlugin]],
 ) -> None:
+    # More hung executions than the engine has reconcile workers: none may hold one.
     rt, plugins = timeouts
-    stuck = await rt.launch(untimed_flow, {})
+    stuck = [await rt.launch(untimed_flow, {}) for _ in range(RECONCILE_WORKERS + 1)]
     engine = await rt.engine()
     await engine.start()
     try:
-        await asyncio.wait_for(plugins["hang"].entered.wait(), 30)
+
+        async def all_entered() -> None:
+            while True:
+                if plugins["hang"].calls >= len(stuck):
+                    return
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(all_entered(), 20)
         served = await rt.launch(quick_flow, {})
-        await asyncio.wait_for(engine.wait(served.id), 30)
+        await asyncio.wait_for(engine.wait(served.id), 20)
         assert (await outcome(rt, served.id)).record.phase is ExecutionPhase.SUCCEEDED
-        assert not (await outcome(rt, stuck.id)).record.phase.is_terminal
+
+        async def all_stored_running() -> None:  # each reconcile went on and persisted
+            while True:
+                phases = {(await outcome(rt, r.id)).record.phase for r in stuck}
+                if phases == {ExecutionPhase.RUNNING}:
+                    return
+                await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(all_stored_running(), 20)
+        assert plugins["hang"].calls == len(stuck), "handle() is never called twice at once"
     finally:
         await asyncio.wait_for(engine.stop(), 30)
 

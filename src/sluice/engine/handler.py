@@ -31,6 +31,7 @@ import asyncio
 import logging
 import traceback
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sluice.engine.bindings import check_outputs
@@ -54,6 +55,23 @@ _CANCEL_GRACE = 0.5
 cancellation): the engine goes on without it."""
 _REVERIFY_RETRY = 1.0
 """Seconds before a node whose stores could not be asked is re-verified again."""
+_STEP_BUDGET = 1.0
+"""Seconds a reconcile waits for one handle() call. A slower call goes on in the background,
+bounded all the same, and the node is stepped again when it returns or overruns: a slow or
+hung plugin never holds its execution's reconcile (nor a reconcile worker) for longer."""
+_PENDING = object()
+"""What _invoke returns while a handle() call goes on in the background."""
+
+
+@dataclass
+class _HandleCall:
+    future: asyncio.Future[PhaseInfo]
+    ctx: NodeContext
+    plugin_id: str
+    until: float
+    """Clock time by which the call must have returned."""
+    limit: float
+    by_task: bool
 
 
 class PluginCallTimeout(Exception):
@@ -80,6 +98,8 @@ class TaskHandler:
         self.cache = cache
         self.claims = claims
         self._abandoned: set[asyncio.Future[Any]] = set()
+        self._handles: dict[tuple[str, str], _HandleCall] = {}
+        """handle() calls still running in the background, by (execution id, node id)."""
 
     async def step(self, ex: ExecutionState, node: NodeState) -> None:
         rec = node.record
@@ -110,9 +130,12 @@ class TaskHandler:
         info = await self._invoke(ex, node)
         if launching:
             crash_point("engine.after_launch")
+        if info is _PENDING:  # stepped again when the call returns or overruns
+            return
         if info is None:  # the task's deadline passed while handle() ran
             await self._time_out(ex, node)
             return
+        assert isinstance(info, PhaseInfo)
         await self.apply(ex, node, info)
 
     async def _reverify(self, ex: ExecutionState, node: NodeState, now: float) -> bool:
@@ -145,6 +168,7 @@ class TaskHandler:
         holds) and start it afresh: same attempt number, not a retry."""
         rec = node.record
         log.warning("stopping the attempt of %s/%s: %s", ex.id, node.id, why)
+        self._drop_handle(ex, node)
         await self._call(ex, node, "abort")
         await self.finalize(ex, node)
         reason = f"attempt stopped: {why}; it starts again once granted"
@@ -263,6 +287,7 @@ class TaskHandler:
 
     async def _time_out(self, ex: ExecutionState, node: NodeState) -> None:
         timeout = node.task.metadata.timeout
+        self._drop_handle(ex, node)
         await self._call(ex, node, "abort")
         info = PhaseInfo.retryable_failure("Timeout", f"task timed out after {timeout}s")
         await self.apply(ex, node, info)
@@ -296,30 +321,70 @@ class TaskHandler:
             refresh=lambda: self.scheduling.refresh(ex.id, node.id),
         )
 
-    async def _invoke(self, ex: ExecutionState, node: NodeState) -> PhaseInfo | None:
-        """What the plugin's handle() reports; None when the task's deadline cut it short."""
-        try:
-            plugin = self.plugin_for(ex, node)
-        except PluginNotFoundError as exc:
-            return PhaseInfo.permanent_failure("PluginNotFound", str(exc), ErrorKind.SYSTEM)
-        ctx = self.context(ex, node, plugin.id)
-        try:
-            transition = await self._bounded(node, "handle", lambda: plugin.handle(ctx))
-            if not isinstance(transition, Transition):
-                raise TypeError(f"handle() returned {transition!r}, not a Transition")
-            info = transition.info
-        except PluginCallTimeout as exc:
-            log.warning("plugin %s on %s/%s: %s", plugin.id, ex.id, node.id, exc)
-            if exc.by_task_timeout:
+    async def _invoke(self, ex: ExecutionState, node: NodeState) -> PhaseInfo | object | None:
+        """What the plugin's handle() reports; None when the task's deadline cut it short;
+        _PENDING while the call goes on in the background (within its bound)."""
+        key = (ex.id, node.id)
+        call = self._handles.pop(key, None)
+        if call is None:
+            try:
+                plugin = self.plugin_for(ex, node)
+            except PluginNotFoundError as exc:
+                return PhaseInfo.permanent_failure("PluginNotFound", str(exc), ErrorKind.SYSTEM)
+            limit, by_task = self._limit(node, "handle")
+            if limit <= 0:
+                return None
+            ctx = self.context(ex, node, plugin.id)
+            future = asyncio.ensure_future(self._handle(plugin, ctx))
+            until = self.s.clock.now() + limit
+            call = _HandleCall(future, ctx, plugin.id, until, limit, by_task)
+            try:
+                await asyncio.wait({future}, timeout=min(limit, _STEP_BUDGET))
+            except asyncio.CancelledError:
+                future.cancel()
+                raise
+            if not future.done() and limit > _STEP_BUDGET:
+                self._handles[key] = call
+                future.add_done_callback(lambda _: self.scheduling.refresh(ex.id, node.id))
+                self.scheduling.wake_at(ex.id, node.id, until)
+                return _PENDING
+        elif not call.future.done() and self.s.clock.now() < call.until:
+            self._handles[key] = call
+            return _PENDING
+        return self._handled(ex, node, call)
+
+    @staticmethod
+    async def _handle(plugin: Plugin, ctx: NodeContext) -> PhaseInfo:
+        transition = await plugin.handle(ctx)
+        if not isinstance(transition, Transition):
+            raise TypeError(f"handle() returned {transition!r}, not a Transition")
+        return transition.info
+
+    def _handled(self, ex: ExecutionState, node: NodeState, call: _HandleCall) -> PhaseInfo | None:
+        """The outcome of a handle() call that returned, raised or overran its bound."""
+        future, plugin_id = call.future, call.plugin_id
+        if not future.done():
+            self._abandon(future, "handle")
+            exc = PluginCallTimeout("handle", call.limit, call.by_task)
+            log.warning("plugin %s on %s/%s: %s", plugin_id, ex.id, node.id, exc)
+            if call.by_task:
                 return None
             info = PhaseInfo.system_retryable_failure(
-                "PluginTimeout", f"plugin {plugin.id!r} {exc}"
+                "PluginTimeout", f"plugin {plugin_id!r} {exc}"
             )
-        except Exception as exc:
-            log.warning("plugin %s failed on %s/%s", plugin.id, ex.id, node.id, exc_info=True)
+        elif future.cancelled():
             info = PhaseInfo.system_retryable_failure(
-                "PluginError", f"plugin {plugin.id!r} raised {exc!r}\n{traceback.format_exc()}"
+                "PluginError", f"plugin {plugin_id!r}: handle() was cancelled"
             )
+        elif (error := future.exception()) is not None:
+            log.warning("plugin %s failed on %s/%s: %r", plugin_id, ex.id, node.id, error)
+            text = "".join(traceback.format_exception(error))
+            info = PhaseInfo.system_retryable_failure(
+                "PluginError", f"plugin {plugin_id!r} raised {error!r}\n{text}"
+            )
+        else:
+            info = future.result()
+        ctx = call.ctx
         if ctx.state.written:
             node.record.plugin_state = ctx.state.value
             node.record.plugin_state_version = ctx.state.state_version
@@ -327,6 +392,23 @@ class TaskHandler:
         if info.phase is Phase.SUCCESS:
             info = self._take_outputs(node, ctx.outputs.values, info)
         return info
+
+    def _drop_handle(self, ex: ExecutionState, node: NodeState) -> None:
+        """Cancel a handle() call still running in the background: the attempt is over."""
+        call = self._handles.pop((ex.id, node.id), None)
+        if call is not None:
+            self._abandon(call.future, "handle")
+
+    def _abandon(self, future: asyncio.Future[Any], method: str) -> None:
+        """Cancel a plugin call and stop waiting for it; one that swallows its cancellation
+        is kept referenced (and logged) until it ends on its own."""
+        future.cancel()
+        if future.done():
+            return
+        log.error("plugin %s() did not end when cancelled; abandoned", method)
+        self._abandoned.add(future)
+        future.add_done_callback(self._abandoned.discard)
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     def _take_outputs(
         self, node: NodeState, written: dict[str, object] | None, info: PhaseInfo
@@ -431,6 +513,7 @@ class TaskHandler:
 
     async def finalize(self, ex: ExecutionState, node: NodeState) -> None:
         """Call the plugin's finalize (always, once the attempt is over) and free the slot."""
+        self._drop_handle(ex, node)
         if self._started(node):
             await self._call(ex, node, "finalize")
         if node.admitted or node.queued:
@@ -463,14 +546,9 @@ class TaskHandler:
         is ahead, within the time left to it (a cleanup call after the deadline gets the cap).
         An overrun is cancelled and raises PluginCallTimeout; a call that swallows its
         cancellation is abandoned, never awaited further."""
-        limit, by_task = self.s.config.plugin_call_timeout, False
-        deadline = self._deadline(node)
-        if deadline is not None:
-            left = deadline - self.s.clock.now()
-            if left <= 0 and method == "handle":
-                raise PluginCallTimeout(method, 0.0, True)
-            if 0 < left < limit:
-                limit, by_task = left, True
+        limit, by_task = self._limit(node, method)
+        if limit <= 0:
+            raise PluginCallTimeout(method, 0.0, True)
         future: asyncio.Future[T] = asyncio.ensure_future(call())
         try:
             done, _ = await asyncio.wait({future}, timeout=limit)
@@ -485,10 +563,21 @@ class TaskHandler:
             if not future.cancelled():
                 future.exception()  # retrieved: the timeout is what gets reported
         else:
-            log.error("plugin %s() ignored its cancellation; abandoned", method)
-            self._abandoned.add(future)
-            future.add_done_callback(self._abandoned.discard)
+            self._abandon(future, method)
         raise PluginCallTimeout(method, limit, by_task)
+
+    def _limit(self, node: NodeState, method: str) -> tuple[float, bool]:
+        """(seconds, cut by the task's deadline) allowed to one call: the cap, or the time left
+        to the task when less; 0 for a handle() once the deadline has passed. A cleanup call
+        after the deadline gets the cap: it must have its chance to stop remote work."""
+        cap = self.s.config.plugin_call_timeout
+        deadline = self._deadline(node)
+        if deadline is None:
+            return cap, False
+        left = deadline - self.s.clock.now()
+        if left <= 0:
+            return (0.0, True) if method == "handle" else (cap, False)
+        return (left, True) if left < cap else (cap, False)
 
     async def abort(self, ex: ExecutionState, node: NodeState, reason: str) -> None:
         """Stop a node: abort and finalize a started task, skip one that never started."""
@@ -499,6 +588,7 @@ class TaskHandler:
             return
         if rec.phase is not NodePhase.RUNNING:
             return
+        self._drop_handle(ex, node)
         if self._started(node):
             await self._call(ex, node, "abort")
         await self.finalize(ex, node)
