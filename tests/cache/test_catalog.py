@@ -17,8 +17,8 @@ from sluice.cache import (
 )
 from sluice.cache.backends.memory import MemoryReservations
 from sluice.clock import FakeClock
-from sluice.config import CacheConfig
-from sluice.errors import InvalidArgumentError, OutputsError, StoreError
+from sluice.config import CacheConfig, load_config
+from sluice.errors import ConfigError, InvalidArgumentError, OutputsError, StoreError
 
 START = FakeClock().now()  # where the `clock` fixture starts
 
@@ -53,7 +53,7 @@ async def test_heartbeat_is_clamped(requested: float, heartbeat: float) -> None:
 
 @pytest.mark.parametrize(
     ("max_heartbeat", "multiplier", "expected"),
-    [(0.0, 0, (10.0, 3)), (-1.0, -2, (10.0, 3)), (math.nan, 3, (10.0, 3)), (2.0, 5, (2.0, 5))],
+    [(0.0, 0, (10.0, 3)), (-1.0, -2, (10.0, 3)), (2.0, 5, (2.0, 5))],
 )
 async def test_non_positive_config_falls_back(
     clock: FakeClock, max_heartbeat: float, multiplier: int, expected: tuple[float, int]
@@ -67,6 +67,13 @@ async def test_non_positive_config_falls_back(
         expected[0],
         START + expected[0] * expected[1],
     )
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_non_finite_max_heartbeat_is_refused_by_the_config(bad: float) -> None:
+    # NaN cannot fall back like a non-positive value: the config refuses it, naming the key.
+    with pytest.raises(ConfigError, match=r"cache\.max_reservation_heartbeat"):
+        load_config(cache={"max_reservation_heartbeat": bad})
 
 
 async def test_others_see_the_holder(catalog: Catalog, clock: FakeClock) -> None:

@@ -130,7 +130,7 @@ def test_outputs_not_matching_the_interface(outputs: Any, message: str) -> None:
 
 @pytest.mark.parametrize("value", [{1, 2}, math.inf, object()])
 def test_json_typed_outputs_must_be_json(value: Any) -> None:
-    with pytest.raises(OutputsError, match="not JSON"):
+    with pytest.raises(OutputsError, match=r"output 'blob': expected .*JSON"):
         checked_outputs(task(outputs={"blob": JSON}), {"blob": value})
 
 
