@@ -67,6 +67,14 @@ def upstream_locks(n: int) -> None:
     write_table(table=table_name(n=n))
 
 
+@sluice.workflow
+def big_flow(n: int) -> int:
+    return big_query(n=n)  # type: ignore[no-any-return]
+
+
+big_plan = sluice.LaunchPlan("big_plan", big_flow, default_inputs={"n": 1})
+
+
 def rows(url: str) -> dict[str, int]:
     path = url.removeprefix("sqlite:///")
     if not Path(path).exists():
@@ -427,6 +435,22 @@ async def test_bad_names_at_launch_write_nothing(rt: Runtime, name: str) -> None
     assert rows(rt.settings.database_url) == before
 
 
+async def test_a_registration_with_bad_names_writes_nothing(rt: Runtime) -> None:
+    from sluice.concurrency.launch_plans import LaunchPlanService
+
+    spec, workflow = big_plan.spec, big_flow.spec
+    before = rows(rt.settings.database_url)
+    for project, plan, flow in [
+        ("a/b", spec, workflow),
+        ("p", spec.model_copy(update={"name": "x:y"}), workflow),
+        ("p", spec, workflow.model_copy(update={"name": "w\x00"})),
+    ]:
+        service = LaunchPlanService(rt.store, None, rt.clock, project, "d")
+        with pytest.raises(InvalidArgumentError):
+            await service.register(plan, flow)
+    assert rows(rt.settings.database_url) == before
+
+
 # --- the CLI: one line, exit 2, nothing written ------------------------------------------------
 
 HERE = Path(__file__).resolve()
@@ -441,6 +465,8 @@ HERE = Path(__file__).resolve()
         (["run", f"{HERE}:sink", "--inputs", '{"value": [NaN]}'], "NaN"),
         (["run", f"{HERE}:plain_flow", "--input", "a=" + "9" * 5000], "'a'"),
         (["run", f"{HERE}:big_query", "--input", "n=1"], "'hive'"),
+        (["run", f"{HERE}:big_plan"], "'hive'"),
+        (["launchplan", "register", f"{HERE}:big_flow"], "not a LaunchPlan"),
         (["quota", "set", "bad\x00name", "3"], "bad"),
         (["quota", "set", "hive", str(10**30)], str(10**30)),
         (["quota", "set", "hive", "0"], "0"),

@@ -139,15 +139,29 @@ async def check_launch(
     template that cannot be filled, a lock name known now (from workflow inputs and constants)
     that is malformed or whose rule's capacity is < 1, more units than a known quota. Lock
     names that depend on upstream outputs are the engine's to check when the node starts."""
+    check_definitions(workflow, project, domain, launch_plan)
+    for node in workflow.nodes:
+        task = workflow.tasks.get(node.task)
+        if task is not None:
+            await _check_task(task, node, values, project, domain, limits)
+
+
+def check_definitions(
+    workflow: WorkflowSpec, project: str, domain: str, launch_plan: LaunchPlanSpec | None
+) -> None:
+    """What a launch or a registration can check without inputs: names and lock templates
+    (specs read as JSON never went through the SDK's checks)."""
     check_scope_name("project", project, InputError)
     check_scope_name("domain", domain, InputError)
     check_entity_name("workflow name", workflow.name, InputError)
     if launch_plan is not None:
         check_entity_name("launch plan name", launch_plan.name, InputError)
-    for node in workflow.nodes:
-        task = workflow.tasks.get(node.task)
-        if task is not None:
-            await _check_task(task, node, values, project, domain, limits)
+    for task in workflow.tasks.values():
+        check_entity_name("task name", task.name, InputError)
+        for spec in task.claims.locks:
+            problem = "" if spec.function else template_problem(spec, task.interface)
+            if problem:
+                raise DefinitionError(f"task {task.name!r}: locks: {problem}")
 
 
 async def _check_task(
@@ -159,7 +173,6 @@ async def _check_task(
     limits: ClaimLimits | None,
 ) -> None:
     where = f"task {task.name!r}"
-    check_entity_name("task name", task.name, InputError)
     for name in _known_lock_names(task, node, values, where):
         pattern, capacity = capacity_of(limits.lock_rules if limits else {}, name)
         if capacity < 1:
@@ -185,9 +198,6 @@ def _known_lock_names(
     for spec in task.claims.locks:
         if spec.function:
             continue  # user code: called by the engine when the node starts
-        problem = template_problem(spec, task.interface)
-        if problem:
-            raise DefinitionError(f"{where}: locks: {problem}")
         inputs = _known_inputs(task, node, values)
         if inputs is None:
             continue

@@ -8,7 +8,7 @@ partial unique index refuses a second one). Each change is announced on the
 from __future__ import annotations
 
 from sluice.clock import Clock
-from sluice.concurrency.launch import merge_inputs
+from sluice.concurrency.launch import check_definitions, merge_inputs
 from sluice.concurrency.policies import LAUNCH_PLANS_CHANNEL, launch_plan_spec
 from sluice.errors import DefinitionError, NotFoundError
 from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
@@ -30,7 +30,7 @@ class LaunchPlanService:
         """Register `spec` (and its workflow); re-registering an identical version is a no-op,
         a different spec under an existing version is refused. With `activate`, the version
         becomes the ACTIVE one in the same transaction."""
-        _check_workflow(spec, workflow)
+        self._check(spec, workflow)
         async with self.store.write() as repos:
             await self._put(repos, spec, workflow)
             if activate:
@@ -42,7 +42,7 @@ class LaunchPlanService:
     ) -> LaunchPlanRecord:
         """Register `spec`, activating it only if its name has no ACTIVE version (what an
         embedded `sluice run FILE:LAUNCH_PLAN` needs)."""
-        _check_workflow(spec, workflow)
+        self._check(spec, workflow)
         async with self.store.write() as repos:
             await self._put(repos, spec, workflow)
             if await repos.launch_plans.active(self.project, self.domain, spec.name) is None:
@@ -88,9 +88,14 @@ class LaunchPlanService:
             spec = launch_plan_spec(record.spec)
             return spec, await self._workflow(repos, spec)
 
-    async def _put(self, repos: Repos, spec: LaunchPlanSpec, workflow: WorkflowSpec) -> None:
+    def _check(self, spec: LaunchPlanSpec, workflow: WorkflowSpec) -> None:
+        """Everything checkable without inputs, before anything is written."""
+        _check_workflow(spec, workflow)
+        check_definitions(workflow, self.project, self.domain, spec)
         if spec.schedule is not None:
             merge_inputs(workflow, {}, spec)  # a schedule fires with no inputs of its own
+
+    async def _put(self, repos: Repos, spec: LaunchPlanSpec, workflow: WorkflowSpec) -> None:
         now = self.clock.now()
         await repos.specs.put_workflow(self.project, self.domain, workflow, now)
         if await repos.launch_plans.put(self.project, self.domain, spec, now):
