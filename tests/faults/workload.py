@@ -51,11 +51,17 @@ def lifecycle(history: str, seconds: float = 0.3, hold: str = "") -> int:
 
 
 @sluice.workflow
-def mixed(history: str, tag: int, p: int, seconds: float = 0.4) -> None:
+def mixed(history: str, tag: int, p: int, cache_seconds: float, seconds: float = 0.4) -> None:
     """One of everything the kill loop mixes: a retried failure, the quotas of 1 and 2, the
-    shared cached task (same inputs in every execution), a lock keyed by partition."""
+    shared cached task (the same inputs in every execution of one wave: `cache_seconds` is the
+    wave's), a lock keyed by partition."""
     flaky(history=history, seconds=seconds, fails=1, hold="")
     held(history=history, seconds=seconds, fails=0, hold="")
     paired(history=history, seconds=seconds, fails=1, hold="")
-    computed(history=history, seconds=1.5, fails=0, hold="")
+    computed(history=history, seconds=cache_seconds, fails=0, hold="")
     locked(history=history, seconds=seconds, fails=0, hold="", p=p)
+
+
+@sluice.workflow
+def one_flaky(history: str, fails: int, seconds: float = 0.1) -> int:
+    return flaky(history=history, seconds=seconds, fails=fails, hold="")
