@@ -48,6 +48,8 @@ class HangPlugin:
         if self.kind == "quick":
             ctx.outputs.put({"o0": 1})
             return Transition.to(PhaseInfo.success())
+        if self.kind == "sticky":
+            return Transition.to(PhaseInfo.running(1, "running; abort and finalize hang"))
         self.calls += 1
         self.entered.set()
         if self.kind == "hang":
@@ -60,10 +62,12 @@ class HangPlugin:
         return Transition.to(PhaseInfo.running(1, "finally"))
 
     async def abort(self, ctx: TaskExecutionContext) -> None:
-        return None
+        if self.kind == "sticky":
+            await asyncio.Event().wait()
 
     async def finalize(self, ctx: TaskExecutionContext) -> None:
-        return None
+        if self.kind == "sticky":
+            await asyncio.Event().wait()
 
 
 @sluice.task(type="hang", timeout=0.5, name="tests.timeouts.hung")
@@ -80,6 +84,15 @@ def stubborn() -> int: ...
 
 @sluice.task(type="quick", name="tests.timeouts.quick")
 def quick() -> int: ...
+
+
+@sluice.task(type="sticky", timeout=0.5, name="tests.timeouts.sticky")
+def sticky() -> int: ...
+
+
+@sluice.workflow(name="tests.timeouts.sticky_flow")
+def sticky_flow() -> int:
+    return sticky()
 
 
 @sluice.workflow(name="tests.timeouts.hung_flow")
@@ -102,7 +115,7 @@ def quick_flow() -> int:
     return quick()
 
 
-PLUGINS = ("hang", "stubborn", "quick")
+PLUGINS = ("hang", "stubborn", "quick", "sticky")
 
 
 async def open_runtime(tmp_path: Path, **engine: Any) -> tuple[Runtime, dict[str, HangPlugin]]:
@@ -180,6 +193,18 @@ async def test_per_call_cap_fails_the_attempt_as_a_retryable_system_error(
     assert node.system_failures == 1, "retried once as a system failure"
     reasons = [e.reason for e in result.events if e.node_id == "hung_untimed"]
     assert any("plugin_call_timeout" in r for r in reasons), reasons
+
+
+async def test_hung_abort_and_finalize_are_cut_by_the_cap(tmp_path: Path) -> None:
+    rt, _ = await open_runtime(tmp_path, plugin_call_timeout=0.3, max_system_failures=0)
+    try:
+        record = await rt.launch(sticky_flow, {})
+        await drive(rt, record.id)
+        result = await outcome(rt, record.id)
+    finally:
+        await rt.close()
+    assert result.record.phase is ExecutionPhase.FAILED
+    assert (result.nodes["sticky"].error or {}).get("code") == "Timeout"
 
 
 async def test_other_executions_are_served_while_plugins_hang(

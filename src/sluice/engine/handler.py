@@ -17,10 +17,12 @@ Rules:
   until it is granted again.
 - Every plugin call (handle, abort, finalize) is bounded by engine.plugin_call_timeout and,
   while the task's deadline is ahead, by the task's remaining timeout. An overrun call is
-  cancelled (and abandoned if it swallows the cancellation, so it never holds the execution's
-  reconcile); a handle cut by the task's deadline times the task out (a Timeout error, as any
-  task timeout), one cut by the cap fails the attempt as a retryable SYSTEM error
-  (PluginTimeout). Both are recorded with an event and a reason.
+  cancelled (and abandoned if it swallows the cancellation); a handle cut by the task's
+  deadline times the task out (a Timeout error, as any task timeout), one cut by the cap fails
+  the attempt as a retryable SYSTEM error (PluginTimeout). Both are recorded with an event and
+  a reason. A handle() still running after a second goes on in the background and the node is
+  stepped again when it returns or overruns, so no plugin holds its execution's reconcile (the
+  execution's lock) or a reconcile worker for long; a node never has two handle() calls at once.
 - Aborting, failing or finishing gives back every token and withdraws every waiter entry the
   node has in the resource manager (ClaimsGate.release).
 """
