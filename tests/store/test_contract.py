@@ -397,6 +397,29 @@ async def test_claimable_orders_by_priority_then_age_and_skips_live_leases(store
         assert "held" in await repos.executions.claimable("B", T0 + 10, limit=10)
 
 
+async def test_claimable_among_ids_and_owners_of_live_leases(store: Store) -> None:
+    await insert(
+        store,
+        execution("a", R, created_at=T0),
+        execution("b", R, created_at=T0 + 1),
+        execution("c", R, created_at=T0 + 2),
+        execution("d", R, created_at=T0 + 3),
+    )
+    async with store.write() as repos:
+        assert await repos.executions.claim("a", "B", T0, T0 + 100)
+        assert await repos.executions.claim("b", "B", T0, T0 + 100)
+        assert await repos.executions.claim("c", "C", T0, T0 + 1)  # lapses at T0 + 1
+        assert await repos.executions.claimable("A", T0 + 10, 10, ids=["c", "d", "a"]) == [
+            "c",
+            "d",
+        ]
+        assert await repos.executions.other_owners("A", T0 + 10) == {"B"}
+        assert await repos.executions.other_owners("B", T0 + 10) == set()
+        assert await repos.executions.release_all("B") == 2
+        assert await repos.executions.other_owners("A", T0 + 10) == set()
+        assert await repos.executions.claimable("A", T0 + 10, 10) == ["a", "b", "c", "d"]
+
+
 async def test_count_active_counts_exactly_the_active_phases(store: Store) -> None:
     records = [execution(f"lp-{p.value}", p, launch_plan="lp") for p in ExecutionPhase] + [
         execution("other-lp", R, launch_plan="lp2"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import sqlite3
@@ -16,9 +17,11 @@ from sluice.errors import (
     InvalidArgumentError,
     NotADatabaseError,
     StoreError,
+    StoreGoneError,
     StoreUnavailableError,
 )
 from sluice.store.database import Database, parse_database_url
+from sluice.store.health import StoreHealth
 from sluice.store.migrate import ensure_schema, head_revision
 from sluice.store.store import Store
 
@@ -254,3 +257,67 @@ async def test_postgresql_resource_functions_come_and_go_with_revision_0002(
             assert len(await conn.run_sync(functions)) == 7
     finally:
         await store.close()
+
+
+# --- Losing the database ---------------------------------------------------------------------
+
+
+@pytest.mark.postgres
+async def test_an_unknown_postgresql_database_is_gone(pg_database_url: str) -> None:
+    base = pg_database_url.rpartition("/")[0]
+    with pytest.raises(StoreGoneError, match="does not exist"):
+        await Store.open(f"{base}/sluice_no_such_db_{secrets.token_hex(3)}")
+
+
+@pytest.mark.parametrize("replaced", ["s.db", "s.db-wal"])
+async def test_a_replaced_or_removed_sqlite_file_is_detected(tmp_path: Path, replaced: str) -> None:
+    store = await Store.open(f"sqlite:///{tmp_path / 's.db'}")
+    try:
+        async with store.write() as repos:
+            await repos.executions.release("none", "nobody")
+        store.db.check_files()  # nothing changed: no error
+        target = tmp_path / replaced
+        copy = tmp_path / "copy"
+        copy.write_bytes(target.read_bytes())
+        os.replace(copy, target)  # same name, new inode
+        with pytest.raises(StoreGoneError, match="replaced"):
+            store.db.check_files()
+        assert store.db.health.fatal is not None
+    finally:
+        await store.close()
+
+
+def test_an_outage_is_one_warning_and_one_recovery_line(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    health = StoreHealth("db", clock=lambda: now[0])
+    health.announce = True
+    health.gone_timeout = 5.0
+    caplog.set_level(logging.WARNING, logger="sluice.store.health")
+    for _ in range(100):
+        health.lost(StoreUnavailableError("connection refused"))
+    assert health.down and health.fatal is None
+    health.ok()
+    health.ok()
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "lost the database db",
+        "the database db is back after 0.0s",
+    ]
+    assert all(r.exc_info is None for r in caplog.records)
+    assert health.expected(StoreError("wrapped")) is False
+    wrapped = StoreError("outer")
+    wrapped.__cause__ = StoreUnavailableError("inner")
+    assert health.expected(wrapped)
+
+
+def test_a_gone_database_is_fatal_only_after_the_bounded_retry() -> None:
+    now = [0.0]
+    health = StoreHealth("db", clock=lambda: now[0])
+    health.gone_timeout = 5.0
+    health.lost(StoreGoneError("dropped"))
+    now[0] = 4.9
+    health.lost(StoreGoneError("dropped"))
+    assert health.fatal is None
+    health.lost(StoreUnavailableError("refused"))  # still not back
+    now[0] = 5.0
+    health.lost(StoreGoneError("dropped"))
+    assert isinstance(health.fatal, StoreGoneError)
