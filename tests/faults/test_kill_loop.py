@@ -1,8 +1,8 @@
 """The randomized SIGKILL loop: two engine processes drive a mixed workload (tasks that fail
 and retry, tasks under quotas of 1 and 2, a serializable cached task shared by the executions
-of a wave, lock-keyed tasks) while one of them is SIGKILLed at random moments and restarted,
-sometimes at once, sometimes after its token leases lapsed. The history checker (history.py)
-then judges what the task bodies really did, the store's events and the tables left.
+of a wave, lock-keyed tasks) while one of them, or both, are SIGKILLed at random moments and
+restarted, at once or after their token leases lapsed. The history checker (history.py) then
+judges what the task bodies really did, the store's events and the tables left.
 
 CI mode runs the kills for about 30 s per backend; SLUICE_SOAK_SECONDS=600 soaks longer, and
 SLUICE_SOAK_SEED replays a run. The counts are printed (run with -s to see them).
@@ -44,20 +44,25 @@ async def kill_loop(url: str, tmp_path: Path, backend: str) -> None:
             deadline = time.monotonic() + SECONDS
             while time.monotonic() < deadline:
                 if await _active(rt, ids) < MAX_ACTIVE:
-                    wave += 1
+                    wave += 1  # a new cache key, its body sometimes outliving a reservation
+                    cache_seconds = round(rng.uniform(1.0, 4.5), 3) + wave / 1e6
                     for _ in range(2):
                         inputs = {
                             "history": str(history),
                             "tag": len(ids),
                             "p": rng.randrange(3),
-                            "cache_seconds": 1.5 + wave / 1000,
+                            "cache_seconds": cache_seconds,
                         }
                         ids.append((await rt.launch(flows.mixed, inputs)).id)
                 await asyncio.sleep(rng.uniform(0.3, 2.5))
-                victim = rng.randrange(2)
-                await asyncio.to_thread(engines.kill, pair[victim])
-                await asyncio.sleep(rng.choice([0.0, 0.0, rng.uniform(0.2, 2.5)]))
-                pair[victim] = await asyncio.to_thread(engines.start)
+                # Kill one engine (the other takes its executions over at once) or both; restart
+                # at once or after the token leases (1.5 s) lapsed.
+                victims = [0, 1] if rng.random() < 0.3 else [rng.randrange(2)]
+                for victim in victims:
+                    await asyncio.to_thread(engines.kill, pair[victim])
+                await asyncio.sleep(rng.choice([0.0, rng.uniform(0.2, 1.0), rng.uniform(1.6, 3)]))
+                for victim in victims:
+                    pair[victim] = await asyncio.to_thread(engines.start)
             report = await verdict(rt, engines, history, ids, within=180)
         finally:
             engines.stop_all()
