@@ -1,7 +1,11 @@
 """The thundering herd: 8 separate processes start the same serializable task with the same
-inputs at once. The body runs exactly once (counted outside the store) and all 8 get its
+inputs at once. The body runs exactly once (recorded outside the store) and all 8 get its
 outputs. With the owner killed by SIGKILL mid-run, exactly one other takes over after the
-reservation expires and all the rest finish with the same outputs."""
+reservation expires and all the rest finish with the same outputs.
+
+Judged over what really happened: each body records its start and end (with its pid and its
+engine's), a killed engine's body dies with it (python workers do), and at no instant are two
+bodies of the key alive: the takeover starts only after the owner died."""
 
 from __future__ import annotations
 
@@ -14,9 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-from support.engine import FLOWS
+from support.intervals import max_overlap
 
 ROOT = Path(__file__).resolve().parents[2]
+HERD_FLOWS = ROOT / "tests" / "support" / "herd_flows.py"
 HERD = 8
 
 
@@ -44,7 +49,7 @@ def _start(db: Path, work: Path) -> list[subprocess.Popen[str]]:
                 "-m",
                 "sluice",
                 "run",
-                f"{FLOWS}:herd",
+                f"{HERD_FLOWS}:herd",
                 "--json",
                 "--input",
                 f"directory={work}",
@@ -59,9 +64,28 @@ def _start(db: Path, work: Path) -> list[subprocess.Popen[str]]:
     ]
 
 
+def _history(work: Path) -> list[dict[str, float]]:
+    path = work / "expensive.history"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
 def _runs(work: Path) -> list[int]:
-    path = work / "expensive.runs"
-    return [int(line) for line in path.read_text().split()] if path.exists() else []
+    """The pids of the bodies that started."""
+    return [int(line["pid"]) for line in _history(work) if line["ev"] == "start"]
+
+
+def _lives(work: Path, deaths: dict[int, float]) -> list[tuple[float, float]]:
+    """Each body's life: from its start to its end, or to its engine's death if earlier."""
+    ends = {int(line["pid"]): line["t"] for line in _history(work) if line["ev"] == "end"}
+    lives = []
+    for line in _history(work):
+        if line["ev"] != "start":
+            continue
+        death = deaths.get(int(line["engine"]), float("inf"))
+        end = min(ends.get(int(line["pid"]), float("inf")), death)
+        assert end < float("inf"), f"body {line} never ended and its engine lived"
+        lives.append((line["t"], end))
+    return lives
 
 
 def _parent(pid: int) -> int:
@@ -103,6 +127,7 @@ def test_eight_processes_compute_once(tmp_path: Path) -> None:
     assert [code for code, _ in results] == [0] * HERD
     assert [r["outputs"] for _, r in results] == [{"o0": 42}] * HERD
     assert len(_runs(work)) == 1
+    assert [line["ev"] for line in _history(work)] == ["start", "end"]
 
 
 def _waiting(db: Path) -> int:
@@ -127,6 +152,7 @@ def test_owner_killed_mid_run_one_other_takes_over(tmp_path: Path) -> None:
         victim = next(p for p in processes if p.pid == owner_engine)
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=10)
+        died = time.time()
         (work / "hold").unlink()
         survivors = [p for p in processes if p is not victim]
         results = _finish(survivors)
@@ -138,3 +164,8 @@ def test_owner_killed_mid_run_one_other_takes_over(tmp_path: Path) -> None:
     assert [r["outputs"] for _, r in results] == [{"o0": 42}] * (HERD - 1)
     runs = _runs(work)
     assert len(runs) == 2, f"expected the killed run and exactly one takeover, got {runs}"
+    lives = _lives(work, {victim.pid: died})
+    assert max_overlap(lives) == 1, f"two bodies of one key alive at once: {lives}"
+    assert lives[1][0] >= died, "the takeover started before the owner died"
+    ended = [line for line in _history(work) if line["ev"] == "end"]
+    assert [int(line["pid"]) for line in ended] == [runs[1]], "only the takeover finished"
