@@ -63,3 +63,41 @@ async def test_a_reconcile_that_keeps_failing_fails_the_execution_and_the_engine
     assert len(about) == 4, [r.getMessage() for r in about]
     assert sum(1 for r in about if r.exc_info) == 1, "the traceback is logged once"
     assert about[-1].levelno == logging.ERROR
+
+
+async def test_an_execution_that_cannot_be_loaded_is_failed_after_bounded_tries(
+    sqlite_url: str, flows: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    rt = await Runtime.open(
+        fast_settings(sqlite_url, max_reconcile_failures=3, resync_interval=0.2)
+    )
+    try:
+        record = await rt.launch(flows.fan, {})
+        engine = await rt.engine()
+        tries = 0
+
+        async def unregistered(*_: Any) -> Any:
+            nonlocal tries
+            tries += 1
+            raise LookupError(f"workflow fan of {record.id} is not registered")
+
+        engine.ownership._workflow = unregistered  # type: ignore[method-assign]
+        caplog.set_level(logging.WARNING, logger="sluice.engine.ownership")
+        await engine.start()
+        try:
+            for _ in range(200):
+                if (await outcome(rt, record.id)).record.phase.is_terminal:
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)  # no further try follows
+        finally:
+            await engine.stop()
+        final = await outcome(rt, record.id)
+    finally:
+        await rt.close()
+    assert tries == 3
+    assert final.record.phase is ExecutionPhase.FAILED
+    assert final.record.error is not None and "not registered" in final.record.error["message"]
+    assert final.record.owner is None
+    assert final.events[-1].phase == ExecutionPhase.FAILED.value
+    assert sum(1 for r in caplog.records if r.exc_info) == 1

@@ -1,19 +1,30 @@
-"""Which engine drives which execution: claims, leases, and takeover of dead owners."""
+"""Which engine drives which execution: claims, leases, and takeover of dead owners.
+
+An execution whose state cannot be loaded (its workflow is not registered, a record does not
+parse) is released and retried with back-off; after `max_reconcile_failures` loads in a row
+it is FAILED in the store with the last error (and an event), instead of being claimed and
+dropped for ever. Store outages do not count (the store's health reports them).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 from collections.abc import Collection
 
+from sluice.cancellation import reraise_cancellation
 from sluice.engine.services import EngineServices
 from sluice.engine.state import ExecutionState
 from sluice.ids import instance_pid
 from sluice.spec.models import WorkflowSpec
 from sluice.spec.phases import ExecutionPhase
-from sluice.store.records import ExecutionRecord
+from sluice.store.records import EventRecord, ExecutionRecord
 from sluice.store.store import Repos, Store
+
+log = logging.getLogger(__name__)
+_ACTIVE = [p for p in ExecutionPhase if not p.is_terminal]
 
 
 def dead_local_owner(owner: str | None) -> bool:
@@ -40,6 +51,8 @@ class Ownership:
         self.store = store
         self.only = only
         self._workflows: dict[tuple[str, str, str], WorkflowSpec] = {}
+        self._load_failures: dict[str, tuple[int, float]] = {}
+        """Execution id -> (consecutive failed loads, no new try before)."""
 
     @property
     def engine_id(self) -> str:
@@ -65,10 +78,58 @@ class Ownership:
             candidates = await repos.executions.claimable(
                 self.engine_id, now, limit + len(held), ids=self.only
             )
-            for execution_id in [i for i in candidates if i not in held][:limit]:
+            wanted = [i for i in candidates if i not in held and not self._backing_off(i, now)]
+            for execution_id in wanted[:limit]:
                 if await repos.executions.claim(execution_id, self.engine_id, now, until):
                     taken.append(execution_id)
-        return [state for state in [await self._load(i) for i in taken] if state is not None]
+        loaded = [await self._load_or_fail(i) for i in taken]
+        return [state for state in loaded if state is not None]
+
+    def _backing_off(self, execution_id: str, now: float) -> bool:
+        failed = self._load_failures.get(execution_id)
+        return failed is not None and now < failed[1]
+
+    async def _load_or_fail(self, execution_id: str) -> ExecutionState | None:
+        try:
+            state = await self._load(execution_id)
+        except Exception as exc:
+            reraise_cancellation()
+            if self.store.db.health.expected(exc):
+                return None  # not driven: its lease lapses and it is claimed again
+            await self._load_failed(execution_id, exc)
+            return None
+        self._load_failures.pop(execution_id, None)
+        return state
+
+    async def _load_failed(self, execution_id: str, exc: Exception) -> None:
+        count = self._load_failures.get(execution_id, (0, 0.0))[0] + 1
+        config = self.s.config
+        delay = max(0.01, min(config.backoff_max, config.backoff_base * 2 ** (count - 1)))
+        self._load_failures[execution_id] = (count, self.s.clock.now() + delay)
+        limit = config.max_reconcile_failures
+        log.warning(
+            "loading %s failed (%d/%d): %s", execution_id, count, limit, exc, exc_info=count == 1
+        )
+        async with self.store.write() as repos:
+            if count >= limit:
+                await self._fail_unloadable(repos, execution_id, f"{exc}")
+                self._load_failures.pop(execution_id, None)
+            await repos.executions.release(execution_id, self.engine_id)
+
+    async def _fail_unloadable(self, repos: Repos, execution_id: str, error: str) -> None:
+        now = self.s.clock.now()
+        message = f"loading the execution failed {self.s.config.max_reconcile_failures} times"
+        message += f" in a row: {error}"
+        if await repos.executions.compare_and_set_phase(
+            execution_id,
+            _ACTIVE,
+            ExecutionPhase.FAILED,
+            now,
+            reason=message,
+            error={"code": "ReconcileFailed", "message": message, "kind": "SYSTEM"},
+        ):
+            event = EventRecord(execution_id, ExecutionPhase.FAILED.value, now, reason=message)
+            await repos.events.append([event])
 
     async def _load(self, execution_id: str) -> ExecutionState | None:
         async with self.store.read() as repos:
