@@ -76,7 +76,7 @@ async def test_a_task_outliving_its_token_lease_keeps_the_quota(
             ],
         )
     report = _judge(history)
-    assert report.bodies == 2
+    assert report.bodies >= 2  # more if a late renewal made the engine stop and restart one
     assert report.violations == []
     assert report.peaks["q:faults-q"] == 1
 
@@ -93,7 +93,8 @@ async def test_an_owner_outliving_its_reservation_keeps_the_key(
         await _run(rt, [(flows.one_computed, inputs), (flows.one_computed, inputs)])
     report = _judge(history)
     assert report.violations == []
-    assert report.bodies == 1  # computed once: the other execution hit the cache
+    bodies = build_bodies(read_history(history), {}, Report())
+    assert sum(bool(b.ok) for b in bodies) == 1  # computed once: the other one hit the cache
 
 
 @pytest.fixture

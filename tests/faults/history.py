@@ -45,6 +45,7 @@ class Body:
     end: float = math.inf  # its life's end: the end record or its engine's death
     killed: bool = False  # its engine died after it started: its outcome may be lost
     death: float = math.inf  # its engine's death
+    aborted: bool = False  # stopped by the engine (an attempt that lost what it held)
 
     @property
     def key(self) -> Attempt:
@@ -59,12 +60,14 @@ class Body:
 class Report:
     bodies: int = 0
     reruns_at_kills: int = 0
+    restarts_after_stops: int = 0  # an attempt the engine stopped (lost claims) started again
     violations: list[str] = field(default_factory=list)
     peaks: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         return (
             f"bodies={self.bodies} reruns_at_kills={self.reruns_at_kills} "
+            f"restarts_after_stops={self.restarts_after_stops} "
             f"violations={len(self.violations)}"
         )
 
@@ -94,6 +97,7 @@ def build_bodies(
         elif pid in by_pid:
             by_pid[pid].ended = float(line["t"])  # type: ignore[arg-type]
             by_pid[pid].ok = bool(line["ok"])
+            by_pid[pid].aborted = bool(line.get("aborted"))
         else:
             report.violations.append(f"an end record without a start: {line}")
     bodies = sorted(by_pid.values(), key=lambda b: b.start)
@@ -168,6 +172,8 @@ def check_history(
                 report.reruns_at_kills += 1
                 if after.start - before.death >= lapse_after:
                     late.add(after.pid)
+            elif before.aborted and before.end <= after.start:
+                report.restarts_after_stops += 1
             else:
                 report.violations.append(f"{after} re-ran {before}, which was not killed")
         ex, node, attempt = key

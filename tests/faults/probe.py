@@ -109,8 +109,16 @@ class ProbePlugin:
         return _Run(process, task)
 
     async def abort(self, ctx: TaskExecutionContext) -> None:
+        """Stop the body and wait until it is gone, so its end is recorded before the engine
+        gives its tokens back."""
         run = self._runs.get(self._key(ctx))
-        if run is not None and not run.task.done():
+        if run is None or run.task.done():
+            return
+        with contextlib.suppress(ProcessLookupError):
+            run.process.terminate()
+        try:
+            await asyncio.wait_for(asyncio.shield(run.task), 10)
+        except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 run.process.kill()
 

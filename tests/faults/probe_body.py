@@ -6,7 +6,8 @@ python probe_body.py HISTORY EXECUTION NODE ATTEMPT SECONDS FAIL TAGS
 Appends one JSON line `start` when it begins and one `end` when it is done (each with one
 write to a file opened with O_APPEND, so lines of concurrent bodies never interleave), sleeps
 SECONDS meanwhile (or while a file named by the HOLD environment variable exists), exits 3 if
-FAIL is "1" (a failure the task retries), else prints 42 and exits 0. TAGS (comma-separated
+FAIL is "1" (a failure the task retries), else prints 42 and exits 0. Stopped by SIGTERM (the
+plugin's abort), it records an `end` with `aborted` first. TAGS (comma-separated
 `q:NAMESPACE`, `l:LOCK`, `c:KEY`) say what the body holds, for the history checker.
 """
 
@@ -50,6 +51,12 @@ def main() -> None:
         "tags": [t for t in tags.split(",") if t],
     }
     record(history, ev="start", t=time.time(), **common)
+
+    def stopped(*_: object) -> None:  # the engine aborts the attempt: a recorded end
+        record(history, ev="end", t=time.time(), ok=False, aborted=True, **common)
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, stopped)
     hold = os.environ.get("HOLD")
     deadline = time.monotonic() + float(seconds)
     while time.monotonic() < deadline or (hold and Path(hold).exists()):
