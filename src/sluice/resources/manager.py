@@ -3,7 +3,8 @@
 QuotaManager owns what is not bookkeeping: names and validation, where quotas come from
 (effective = operator ?? config ?? plugin ?? a lock claim's default), leases and the sweeper,
 wake-ups and metrics. The backend (`backends/`) does the atomic bookkeeping and applies the
-admission rule of `admission.py`.
+admission rule of `admission.py`. docs/resources.md states the rule, its starvation bound,
+the errors and the renewal contract.
 """
 
 from __future__ import annotations
@@ -228,7 +229,9 @@ class QuotaManager:
         self._wakeups.ready(usage)
 
     async def renew(self, token: str, namespaces: Sequence[str]) -> frozenset[str]:
-        """Extend the token's live leases there by a lease; returns where it still holds."""
+        """Extend the token's live leases there by a lease; returns where it still holds a
+        live grant. A lapsed or reclaimed lease is not revived and a waiter entry never
+        counts: a namespace missing from the answer is lost to the caller."""
         names = check.check_namespaces(namespaces)
         return await self._backend.renew(
             check.check_token(token), names, self._clock.now(), self._lease

@@ -21,7 +21,8 @@ class AllocationStatus(enum.IntEnum):
     UNDEFINED = 0
     GRANTED = 1
     EXHAUSTED = 2
-    """The namespace's global quota has no room left (or older waiters come first)."""
+    """The namespace's global quota has no room left (or older waiters that could take it
+    now, or overdue ones, come first)."""
     NAMESPACE_QUOTA_EXCEEDED = 3
     """Global room is left but the project or project/domain cap is reached."""
 

@@ -78,8 +78,12 @@ class ResourceBackend(abc.ABC):
         """Claim every namespace of the request, all or nothing, in one atomic step.
 
         First, with nothing written yet: a namespace with no stored quota and no
-        `default_quota` raises UnknownNamespaceError. Then, per namespace, lapsed leases and
-        waiters are reclaimed, and the claim is judged by `admission.plan_allocation`.
+        `default_quota` raises UnknownNamespaceError, and a claim needing more units than its
+        namespace's effective quota raises ClaimExceedsQuotaError (it could never be
+        granted). Then, per namespace, lapsed leases and waiters are reclaimed, and the claim
+        is judged by `admission.plan_allocation`. A waiter entry records, per namespace, the
+        scope that refused it there, "other" where it fitted but another namespace refused
+        it: the rule reads that as "cannot take the room now" (see admission.py).
 
         Granted: a holder is written for each namespace not yet held (units counted once per
         scope), every lease of the token in these namespaces becomes `now + lease`, and the
@@ -96,7 +100,8 @@ class ResourceBackend(abc.ABC):
     async def release(
         self, token: str, namespaces: Sequence[str], now: float
     ) -> tuple[NamespaceUsage, ...]:
-        """Drop the token's holders and waiter entries in `namespaces`, atomically.
+        """Drop the token's holders and waiter entries in `namespaces`, atomically: a token
+        that only waits there is withdrawn at once, so it holds no room back.
 
         Idempotent: an unknown token or namespace is a no-op. Returns every namespace where
         units were freed or a waiter left, with the waiters now ready
@@ -109,8 +114,9 @@ class ResourceBackend(abc.ABC):
     ) -> frozenset[str]:
         """Extend to `now + lease` the token's live leases (and waiter entries) there.
 
-        A lease that lapsed (expiry <= now) is not revived, even before it is reclaimed.
-        Returns the namespaces where the token holds a live lease. Idempotent.
+        A lease that lapsed (expiry <= now) is not revived, even before it is reclaimed:
+        another claim may already count on that room. Returns only the namespaces where the
+        token holds a live grant, never one where it merely waits. Idempotent.
         """
 
     @abc.abstractmethod
