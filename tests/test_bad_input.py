@@ -494,3 +494,12 @@ def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert "Traceback" not in result.output
     assert not rows(f"sqlite:///{db}").get("executions")
     assert not rows(f"sqlite:///{db}").get("launch_plans")
+
+
+async def test_the_python_api_refuses_a_launch_plan_before_registering_it(sqlite_url: str) -> None:
+    from sluice.api import run_async
+
+    settings = load_config(database_url=sqlite_url, resources={"quotas": {"hive": 2}})
+    with pytest.raises(ClaimNeverFitsError):
+        await run_async(big_plan, {}, settings)
+    assert not rows(sqlite_url).get("launch_plans"), "nothing registered for a refused launch"

@@ -20,6 +20,7 @@ async def run_async(
     """Launch `target` and drive it to the end in this process; the final record."""
     runtime = await Runtime.open(settings or load_config(), role="run")
     try:
+        await runtime.check_launch(target, inputs)  # before the launch plan is registered
         await prepare_launch_plan(runtime, target)
         record = await runtime.launch(target, inputs)
         async with controller_if_pending(runtime, record):

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from sluice.cache import Catalog
 from sluice.clock import Clock, SystemClock
-from sluice.concurrency.launch import claim_limits, create_execution
+from sluice.concurrency.launch import check_launch, claim_limits, create_execution, merge_inputs
 from sluice.config import Settings
 from sluice.engine.context import EnvSecrets
 from sluice.engine.engine import Engine
@@ -174,6 +174,17 @@ class Runtime:
         )
         assert record is not None
         return record
+
+    async def check_launch(
+        self, target: Any, inputs: Mapping[str, Any], options: Mapping[str, Any] | None = None
+    ) -> None:
+        """Every check `launch` makes, writing nothing: for callers that register first."""
+        workflow, launch_plan = resolve_target(target)
+        await self.check_tasks(workflow, options)
+        values = merge_inputs(workflow, inputs, launch_plan)
+        limits = claim_limits(self.resources, self.settings.resources)
+        s = self.settings
+        await check_launch(workflow, values, s.project, s.domain, launch_plan, limits)
 
     async def check_tasks(self, workflow: WorkflowSpec, options: Mapping[str, Any] | None) -> None:
         """Every task has a plugin and a config it accepts: PluginNotFoundError (naming the

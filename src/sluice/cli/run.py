@@ -12,11 +12,10 @@ import click
 from sluice.cli.common import EXIT_FAILED, EXIT_SKIPPED, iso, opened, print_json, run_async
 from sluice.cli.inputs import parse_inputs
 from sluice.cli.progress import follow
-from sluice.concurrency.launch import check_launch, claim_limits, merge_inputs, request_abort
+from sluice.concurrency.launch import merge_inputs, request_abort
 from sluice.embedded import controller_if_pending, prepare_launch_plan, wait_for_end
 from sluice.runtime import Runtime, resolve_target
 from sluice.sdk.loader import load_target
-from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.records import ExecutionRecord
 
@@ -49,10 +48,10 @@ async def run_command(
     obj = load_target(target)
     workflow, launch_plan = resolve_target(obj)
     values = parse_inputs(workflow, pairs, inputs_json)
-    merged = merge_inputs(workflow, values, launch_plan)  # input errors before the store opens
+    merge_inputs(workflow, values, launch_plan)  # every input error before the store opens
     options = {"overwrite_cache": overwrite_cache}
     async with opened(ctx, role="run") as runtime:
-        await _check(runtime, workflow, merged, launch_plan, options)  # before the plan is stored
+        await runtime.check_launch(obj, values, options)  # before the plan is stored
         await prepare_launch_plan(runtime, obj)
         record = await runtime.launch(obj, values, options=options)
         async with controller_if_pending(runtime, record):
@@ -61,19 +60,6 @@ async def run_command(
     if final.phase is ExecutionPhase.SKIPPED:
         return EXIT_SKIPPED
     return 0 if final.phase is ExecutionPhase.SUCCEEDED else EXIT_FAILED
-
-
-async def _check(
-    runtime: Runtime,
-    workflow: WorkflowSpec,
-    values: dict[str, Any],
-    launch_plan: LaunchPlanSpec | None,
-    options: dict[str, Any],
-) -> None:
-    settings = runtime.settings
-    await runtime.check_tasks(workflow, options)
-    limits = claim_limits(runtime.resources, settings.resources)
-    await check_launch(workflow, values, settings.project, settings.domain, launch_plan, limits)
 
 
 async def _drive(runtime: Runtime, record: ExecutionRecord, quiet: bool) -> ExecutionRecord:
