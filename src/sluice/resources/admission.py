@@ -20,8 +20,8 @@ waiters ranked ahead of it set room aside, oldest first, but only those that cou
 - once a waiter has waited STARVATION_BOUND seconds it is overdue: it sets aside its units
   in the global pool of every namespace of its claim even when it cannot take them yet (and
   in its project and project/domain where it fits), so from then on no newcomer is granted
-  ahead of it anywhere and it is granted as soon as the holders of that moment release.
-  This bounds how long a multi-unit or multi-namespace claim can be overtaken;
+  ahead of it anywhere: only older waiters (overdue too) and the holders of that moment come
+  before it. This bounds how long a multi-unit or multi-namespace claim can be overtaken;
 - one blocked by its own project or project/domain cap sets aside nothing, overdue or not:
   it could not use the room and must not hold back other projects.
 
