@@ -503,3 +503,29 @@ async def test_the_python_api_refuses_a_launch_plan_before_registering_it(sqlite
     with pytest.raises(ClaimNeverFitsError):
         await run_async(big_plan, {}, settings)
     assert not rows(sqlite_url).get("launch_plans"), "nothing registered for a refused launch"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["launchplan", "activate", "a\x00b"],
+        ["launchplan", "deactivate", "a\x00b"],
+        ["launchplan", "ls", "--name", "a\x00b"],
+        ["executions", "create", "a\x00b"],
+        ["cache", "ls", "--task", "a\x00b"],
+        ["cache", "rm", "--task", "a\x00b"],
+    ],
+)
+def test_cli_names_with_nul_are_refused_before_postgresql_sees_them(
+    pg_url: str, args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from sluice.cli.main import cli
+
+    monkeypatch.setenv("SLUICE_DATABASE_URL", pg_url)
+    assert CliRunner().invoke(cli, ["db", "upgrade"]).exit_code == 0
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = [line for line in result.output.strip().splitlines() if line]
+    assert len(lines) == 1 and "'a\\x00b'" in lines[0], result.output

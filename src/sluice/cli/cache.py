@@ -8,6 +8,7 @@ from rich.table import Table
 
 from sluice.cli.common import iso, opened, print_json, run_async
 from sluice.errors import InvalidArgumentError
+from sluice.spec.names import check_entity_name
 from sluice.spec.values import MAX_LIST_LIMIT, check_count
 from sluice.store.store import Repos
 
@@ -25,6 +26,8 @@ def cache() -> None:
 @run_async
 async def cache_ls(ctx: click.Context, task_name: str | None, limit: int, as_json: bool) -> None:
     limit = check_count("--limit", limit, InvalidArgumentError, low=1, high=MAX_LIST_LIMIT)
+    if task_name is not None:
+        check_entity_name("--task", task_name)
     """Cache entries, newest first: key, task, cache version, when, which run computed it."""
     async with opened(ctx) as runtime:
         entries = await (await runtime.open_catalog()).list_entries(
@@ -67,6 +70,8 @@ async def cache_rm(ctx: click.Context, keys: tuple[str, ...], task_name: str | N
     """Remove entries by KEY (full keys, as `cache ls --json` prints them) or by --task."""
     if not keys and not task_name:
         raise InvalidArgumentError("cache rm needs KEY arguments or --task NAME")
+    if task_name is not None:
+        check_entity_name("--task", task_name)
     async with opened(ctx) as runtime:
         removed = await (await runtime.open_catalog()).remove_entries(keys, task_name=task_name)
     click.echo(f"removed {removed} cache entr{'y' if removed == 1 else 'ies'}")

@@ -14,6 +14,7 @@ from sluice.concurrency.launch import claim_limits, create_execution, merge_inpu
 from sluice.concurrency.launch_plans import LaunchPlanService
 from sluice.embedded import await_decision, controller_if_pending, wait_for_end
 from sluice.runtime import Runtime
+from sluice.spec.names import check_entity_name
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.records import ExecutionRecord
 
@@ -44,6 +45,7 @@ async def create(
     """Create an execution of the ACTIVE version of LAUNCH_PLAN and print the controller's
     decision: QUEUED, PENDING (with its position and what it waits for) or SKIPPED (exit 3).
     With no live controller, this command runs one for the decision."""
+    check_entity_name("launch plan name", launch_plan)
     runtime = await Runtime.open(state(ctx).settings, role="cli")
     try:
         record = await create_and_decide(runtime, launch_plan, pairs, inputs_json, wait)

@@ -15,6 +15,7 @@ from sluice.errors import DefinitionError
 from sluice.runtime import Runtime
 from sluice.sdk.launch_plan import LaunchPlan
 from sluice.sdk.loader import load_target
+from sluice.spec.names import check_entity_name
 from sluice.store.records import LaunchPlanRecord
 
 
@@ -61,6 +62,8 @@ async def register(ctx: click.Context, target: str, activate: bool, as_json: boo
 @run_async
 async def ls(ctx: click.Context, name: str | None, active_only: bool, as_json: bool) -> None:
     """Launch plan versions of the project and domain, oldest first per name."""
+    if name is not None:
+        check_entity_name("--name", name)
     runtime = await Runtime.open(state(ctx).settings, role="cli")
     try:
         records = await _service(runtime).find(name, active_only=active_only)
@@ -94,6 +97,9 @@ async def ls(ctx: click.Context, name: str | None, active_only: bool, as_json: b
 async def activate(ctx: click.Context, name: str, version: str | None) -> None:
     """Make one version of NAME the ACTIVE one: its policy governs every execution of NAME,
     and its schedule (if any) runs."""
+    check_entity_name("launch plan name", name)
+    if version is not None:
+        check_entity_name("--version", version)
     runtime = await Runtime.open(state(ctx).settings, role="cli")
     try:
         record = await _service(runtime).activate(name, version)
@@ -108,6 +114,7 @@ async def activate(ctx: click.Context, name: str, version: str | None) -> None:
 @run_async
 async def deactivate(ctx: click.Context, name: str) -> None:
     """Leave NAME with no ACTIVE version: its schedule stops."""
+    check_entity_name("launch plan name", name)
     runtime = await Runtime.open(state(ctx).settings, role="cli")
     try:
         was = await _service(runtime).deactivate(name)
