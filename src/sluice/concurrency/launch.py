@@ -3,7 +3,7 @@ API, schedules), so inputs are checked the same way and nothing is written half-
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -14,9 +14,11 @@ from sluice.errors import (
     ClaimNeverFitsError,
     DefinitionError,
     InputError,
+    InvalidArgumentError,
     NotFoundError,
 )
 from sluice.ids import new_execution_id
+from sluice.resources.models import Claim
 from sluice.spec.locks import capacity_of, fill_template, template_problem
 from sluice.spec.models import Binding, LaunchPlanSpec, NodeSpec, TaskSpec, WorkflowSpec
 from sluice.spec.names import check_entity_name, check_scope_name
@@ -30,30 +32,29 @@ if TYPE_CHECKING:
     from sluice.config import ResourcesConfig
     from sluice.resources import QuotaManager
 
-QuotaOf = Callable[[str], Awaitable[int | None]]
-"""The effective quota of a namespace, or None when none is known yet."""
+CheckFits = Callable[[Sequence[Claim]], Awaitable[None]]
+"""Raise ClaimNeverFitsError if a claim needs more than its namespace's quota could give."""
 
 
 @dataclass(frozen=True)
 class ClaimLimits:
     """What a launch can know of the room its tasks claim: quotas and lock capacities."""
 
-    quota_of: QuotaOf
+    check_fits: CheckFits
     lock_rules: Mapping[str, int]
 
 
 def claim_limits(manager: QuotaManager, config: ResourcesConfig) -> ClaimLimits:
     """The limits a runtime's resource manager and config set."""
 
-    async def quota_of(namespace: str) -> int | None:
+    async def check_fits(claims: Sequence[Claim]) -> None:
         try:
             await manager.start()  # idempotent; the engine starts it anyway
-            snapshots = await manager.describe(namespace)
+            await manager.check_fits(claims)
         except BackendUnavailableError:  # the engine will say so; the launch need not wait
-            return None
-        return next((s.quota for s in snapshots if s.namespace == namespace), None)
+            return
 
-    return ClaimLimits(quota_of, config.lock_rules)
+    return ClaimLimits(check_fits, config.lock_rules)
 
 
 def merge_inputs(
@@ -180,15 +181,14 @@ async def _check_task(
                 f"{where} in {project}/{domain} claims lock {name!r}, whose lock rule "
                 f"{pattern!r} has capacity {capacity}: it could never be granted"
             )
-    if limits is None:
+    if limits is None or not task.claims.quotas:
         return
-    for claim in task.claims.quotas:
-        quota = await limits.quota_of(claim.namespace)
-        if quota is not None and claim.units > quota:
-            raise ClaimNeverFitsError(
-                f"{where} in {project}/{domain} claims {claim.units} units of "
-                f"{claim.namespace!r}, whose quota is {quota}: it could never be granted"
-            )
+    try:
+        await limits.check_fits([Claim(q.namespace, q.units) for q in task.claims.quotas])
+    except ClaimNeverFitsError as exc:
+        raise ClaimNeverFitsError(f"{where} in {project}/{domain}: {exc}") from None
+    except InvalidArgumentError as exc:  # e.g. one namespace claimed twice
+        raise DefinitionError(f"{where}: quotas: {exc}") from None
 
 
 def _known_lock_names(
