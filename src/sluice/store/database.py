@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator
@@ -150,12 +151,15 @@ def translate_error(exc: BaseException, url: DatabaseURL) -> StoreError:
         if _is_sqlite_io_error(text):
             return StoreUnavailableError(f"database I/O error on {url.path}: {text}")
         return StoreError(f"database error on {url.display}: {text}")
-    if "does not exist" in text and "database" in text:
+    if _PG_NO_DATABASE.search(text):
         return StoreGoneError(f"the database {url.display} does not exist: {text}")
     invalidated = isinstance(exc, DBAPIError) and exc.connection_invalidated
     if invalidated or isinstance(exc, OperationalError | InterfaceError | OSError):
         return StoreUnavailableError(f"cannot connect to {url.display}: {text}")
     return StoreError(f"database error on {url.display}: {text}")
+
+
+_PG_NO_DATABASE = re.compile(r'database ".*" does not exist')
 
 
 def _is_sqlite_io_error(text: str) -> bool:
