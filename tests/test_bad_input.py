@@ -73,6 +73,9 @@ def big_flow(n: int) -> int:
 
 
 big_plan = sluice.LaunchPlan("big_plan", big_flow, default_inputs={"n": 1})
+big_nightly = sluice.LaunchPlan(
+    "big_nightly", big_flow, default_inputs={"n": 1}, schedule=sluice.Schedule(cron="0 3 * * *")
+)
 
 
 def rows(url: str) -> dict[str, int]:
@@ -467,6 +470,7 @@ HERE = Path(__file__).resolve()
         (["run", f"{HERE}:big_query", "--input", "n=1"], "'hive'"),
         (["run", f"{HERE}:big_plan"], "'hive'"),
         (["launchplan", "register", f"{HERE}:big_flow"], "not a LaunchPlan"),
+        (["launchplan", "register", f"{HERE}:big_nightly"], "'hive'"),
         (["quota", "set", "bad\x00name", "3"], "bad"),
         (["quota", "set", "hive", str(10**30)], str(10**30)),
         (["quota", "set", "hive", "0"], "0"),

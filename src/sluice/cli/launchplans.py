@@ -45,6 +45,8 @@ async def register(ctx: click.Context, target: str, activate: bool, as_json: boo
     spec, workflow = plan.spec, plan.workflow.spec  # a bad policy or schedule raises here
     runtime = await Runtime.open(state(ctx).settings, role="cli")
     try:
+        if spec.schedule is not None:  # every firing would be refused: refuse the plan now
+            await runtime.check_launch(plan, {})
         record = await _service(runtime).register(spec, workflow, activate=activate)
     finally:
         await runtime.close()
