@@ -147,6 +147,7 @@ class QuotaModel(RuleBasedStateMachine):
         # it), so the first steps already tell holding room back for it from granting past.
         self.allocate("t4", ["a"], 1, "foo", None)
         self.allocate("t0", ["a"], waiter_units, "foo", None)
+        self.allocate("t1", ["a"], 1, "foo", None)  # judged by the checks like any other
 
     @rule(
         token=st.sampled_from(["t0", "t1", "t2", "t3", "t4"]),
