@@ -120,3 +120,20 @@ async def test_locks_from_inputs_never_have_two_holders(
         intervals = read(tmp_path / f"p{partition}.intervals")
         assert intervals and max_overlap(intervals) == 1, f"partition {partition}"
     assert all(n.claims is None for n in result.nodes.values())
+
+
+def test_engine_tokens_are_composed_like_every_stored_token() -> None:
+    """Two tasks never share a token, whatever `:` or `-` their scope or ids hold."""
+    from types import SimpleNamespace
+
+    from sluice.engine.claims import ClaimsGate
+    from sluice.resources import Holder, compose_token
+
+    def token(project: str, domain: str, execution: str, node: str) -> str:
+        ex = SimpleNamespace(record=SimpleNamespace(project=project, domain=domain, id=execution))
+        return ClaimsGate.token(ex, SimpleNamespace(id=node))  # type: ignore[arg-type]
+
+    assert token("p", "d", "x1", "n0") == "ex:p:d:x1-n0"
+    assert token("a:b", "c", "x", "n") != token("a", "b:c", "x", "n")
+    assert token("p", "d", "x-a", "n") != token("p", "d", "x", "a-n")
+    assert token("p", "d", "x1", "n0") == compose_token(Holder("p", "d", "x1", "n0"), "n0")

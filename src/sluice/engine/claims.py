@@ -42,6 +42,7 @@ from sluice.resources import (
     QuotaManager,
     ResourceConstraintsSpec,
     ResourceManager,
+    compose_token,
 )
 from sluice.spec.models import LockSpec, TaskSpec
 from sluice.store.records import EventRecord
@@ -124,9 +125,10 @@ class ClaimsGate:
 
     @staticmethod
     def token(ex: ExecutionState, node: NodeState) -> str:
-        """Stable for the node, so a retry or a restarted engine re-claims idempotently."""
+        """Stable for the node, so a retry or a restarted engine re-claims idempotently; composed
+        as every stored token is (`compose_token`), so two tasks never share one."""
         rec = ex.record
-        return f"ex:{rec.project}:{rec.domain}:{rec.id}-{node.id}"
+        return compose_token(Holder(rec.project, rec.domain, rec.id, node.id), node.id)
 
     def holder(self, ex: ExecutionState, node: NodeState) -> Holder:
         rec = ex.record
