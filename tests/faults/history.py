@@ -159,32 +159,33 @@ def check_history(
     for body in bodies:
         for tag in body.tags:
             by_tag[tag].append(body)
-    # Re-runs, and which resumed attempt may have lost its reservation.
-    by_attempt: dict[Attempt, list[Body]] = defaultdict(list)
+    # Re-runs, and which resumed attempt may have lost its reservation: each node's bodies in
+    # the order they started.
+    by_node: dict[tuple[str, str], list[Body]] = defaultdict(list)
     for body in bodies:
-        by_attempt[body.key].append(body)
+        by_node[(body.ex, body.node)].append(body)
     late: set[int] = set()
-    for key, runs in by_attempt.items():
+    for runs in by_node.values():
         for before, after in itertools.pairwise(runs):
-            if saved.get(key, math.inf) < after.start:
-                report.violations.append(f"{after} re-ran {before}, whose outcome was saved")
-            elif before.killed and before.end <= after.start:
+            if before.end > after.start:
+                report.violations.append(f"{after} started while {before} still ran")
+            elif saved.get(after.key, math.inf) < after.start:
+                report.violations.append(f"{after} ran again after its outcome was saved")
+            elif before.killed:
+                # The kill lost what the store had not saved yet: this attempt, or the retry
+                # the engine had started, is run again (at-least-once).
                 report.reruns_at_kills += 1
                 if after.start - before.death >= lapse_after:
                     late.add(after.pid)
-            elif before.aborted and before.end <= after.start:
-                report.restarts_after_stops += 1
+            elif after.attempt == before.attempt:
+                if before.aborted:
+                    report.restarts_after_stops += 1
+                else:
+                    report.violations.append(f"{after} re-ran {before}, which was not killed")
+            elif after.attempt == before.attempt + 1 and before.ok is False:
+                continue  # a retry after a failure
             else:
-                report.violations.append(f"{after} re-ran {before}, which was not killed")
-        ex, node, attempt = key
-        if attempt > 0 and (ex, node, attempt - 1) in by_attempt:
-            last = by_attempt[(ex, node, attempt - 1)][-1]
-            if last.killed:
-                report.reruns_at_kills += 1
-            elif last.ok is not False:
-                report.violations.append(f"{runs[0]} started though {last} did not fail")
-            elif last.end > runs[0].start:
-                report.violations.append(f"{runs[0]} started while {last} still ran")
+                report.violations.append(f"{after} followed {before}, which did not fail")
     for tag, holders in sorted(by_tag.items()):
         kind, _, name = tag.partition(":")
         report.peaks[tag] = _peak(holders)

@@ -32,9 +32,9 @@ async def crash_at(url: str, tmp_path: Path, point: str) -> None:
         ]
         engines = Engines(url, tmp_path / "logs", cfg)
         try:
-            first = engines.start(f"{point}:{NTH.get(point, 1)}")
+            first = await asyncio.to_thread(engines.start, f"{point}:{NTH.get(point, 1)}")
             await engines.crashed(first)
-            engines.start()
+            await asyncio.to_thread(engines.start)
             report = await verdict(rt, engines, history, ids)
         finally:
             engines.stop_all()
@@ -62,6 +62,3 @@ async def test_sigkill_at_engine_point_on_postgresql(
     pg_url: str, tmp_path: Path, point: str
 ) -> None:
     await crash_at(pg_url, tmp_path, point)
-
-
-_ = asyncio

@@ -67,17 +67,17 @@ async def quota_after_lapse(url: str, tmp_path: Path) -> None:
     async with runtime(url, cfg) as rt:
         engines = Engines(url, tmp_path / "logs", cfg)
         try:
-            first = engines.start()
+            first = await asyncio.to_thread(engines.start)
             x = await rt.launch(flows.one_held, {"history": str(history), "hold": str(hold)})
             await wait_for(lambda: starts(history, x.id), what="X started")
             y = await rt.launch(flows.one_held, {"history": str(history)})
             await wait_node_phase(rt, y.id, "held", Phase.WAITING_FOR_RESOURCES)
-            engines.kill(first)
+            await asyncio.to_thread(engines.kill, first)
             deadline = time.monotonic() + 30
             while not await lapsed_leases(rt):  # X's token is free for anyone now
                 assert time.monotonic() < deadline, "X's token lease never lapsed"
                 await asyncio.sleep(0.05)
-            engines.start()
+            await asyncio.to_thread(engines.start)
             await wait_for(lambda: len(starts(history, x.id)) == 2, what="X resumed")
             await _hold_until(history, y.id, bound=4.0)
             hold.unlink()
@@ -96,13 +96,14 @@ async def reservation_after_resume(url: str, tmp_path: Path) -> None:
     async with runtime(url, cfg) as rt:
         engines = Engines(url, tmp_path / "logs", cfg)
         try:
-            first = engines.start()
+            first = await asyncio.to_thread(engines.start)
             owner = await rt.launch(flows.one_computed, inputs)
             await wait_for(lambda: starts(history, owner.id), what="the owner started")
             waiter = await rt.launch(flows.one_computed, inputs)
             await wait_node_phase(rt, waiter.id, "computed", Phase.WAITING_FOR_CACHE)
-            engines.start()  # the standby: it takes over the moment the first one dies
-            engines.kill(first)
+            # The standby: it takes over the moment the first one dies.
+            await asyncio.to_thread(engines.start)
+            await asyncio.to_thread(engines.kill, first)
             await wait_for(lambda: len(starts(history, owner.id)) == 2, what="owner resumed")
             await _hold_until(history, waiter.id, bound=EXPIRY + 3.0)
             hold.unlink()

@@ -70,7 +70,7 @@ async def kill_loop(url: str, tmp_path: Path, backend: str) -> None:
     print(
         f"\nkill loop on {backend} (seed {seed}): kills={engines.kills} executions={len(ids)} "
         f"bodies={report.bodies} reruns_at_kills={report.reruns_at_kills} "
-        f"violations={len(report.violations)} engine_start_retries={engines.start_retries}"
+        f"restarts_after_stops={report.restarts_after_stops} violations={len(report.violations)}"
     )
     assert report.violations == [], report.violations[:10]
     assert engines.kills > 0 and len(ids) > 0
