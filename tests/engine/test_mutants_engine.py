@@ -64,12 +64,16 @@ class Recorder:
     """Stands in for the handler's plugin calls, the claims gate and the cache gate."""
 
     calls: list[str] = field(default_factory=list)
+    on: set[tuple[int, int]] = field(default_factory=set)
+    """(id(execution), id(node)) of every call: each call was for the node at hand."""
 
     async def call(self, ex: Any, node: Any, method: str) -> None:
         self.calls.append(method)
+        self.on.add((id(ex), id(node)))
 
     async def release(self, ex: Any, node: Any) -> None:
         self.calls.append("release")
+        self.on.add((id(ex), id(node)))
 
 
 def make_handler(
@@ -372,7 +376,11 @@ async def test_aborting_a_node_that_never_started_skips_it() -> None:
     assert node.record.phase is NodePhase.SKIPPED
     assert node.record.ended_at == NOW
     [event] = ex.events
-    assert (event.phase, event.reason) == ("ABORTED", "skipped: upstream failed")
+    assert (event.phase, event.phase_version, event.reason) == (
+        "ABORTED",
+        0,
+        "skipped: upstream failed",
+    )
 
 
 @pytest.mark.parametrize("phase", [NodePhase.SUCCEEDED, NodePhase.FAILED, NodePhase.SKIPPED])
@@ -394,11 +402,12 @@ async def test_aborting_a_running_node_stops_its_plugin_and_gives_everything_bac
     await handler.abort(ex, node, "user asked")  # type: ignore[arg-type]
     # abort and finalize of the plugin, the claims released, then the cache reservation.
     assert recorder.calls == ["abort", "finalize", "release", "release"]
+    assert recorder.on == {(id(ex), id(node))}
     assert scheduling.released == [("ex1", "n1")]
     assert node.record.phase is NodePhase.ABORTED
     assert node.record.ended_at == NOW
     [event] = ex.events
-    assert (event.phase, event.reason) == ("ABORTED", "user asked")
+    assert (event.phase, event.phase_version, event.reason) == ("ABORTED", 0, "user asked")
 
 
 async def test_aborting_a_node_waiting_for_its_retry_cancels_the_retry() -> None:
