@@ -72,6 +72,8 @@ async def kill_loop(url: str, tmp_path: Path, backend: str) -> None:
         f"bodies={report.bodies} reruns_at_kills={report.reruns_at_kills} "
         f"restarts_after_stops={report.restarts_after_stops} violations={len(report.violations)}"
     )
+    for violation in report.violations:
+        print("violation:", violation)
     assert report.violations == [], report.violations[:10]
     assert engines.kills > 0 and len(ids) > 0
 
