@@ -275,3 +275,30 @@ def test_a_process_on_a_sqlite_file_whose_wal_was_removed_exits_4(tmp_path: Path
     assert other.stderr.strip().splitlines() == [
         f"error: database I/O error on {db}: disk I/O error"
     ], other.stderr
+
+
+def test_sluice_serve_also_stops_with_exit_4_when_its_sqlite_file_is_removed(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "sluice.db"
+    stderr = tmp_path / "serve.err"
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "sluice", "serve", "--no-schedules"],
+        env=_env(f"sqlite:///{db}"),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=stderr.open("w"),
+        text=True,
+    )
+    try:
+        assert serve.stdout is not None
+        assert "sluice serve" in serve.stdout.readline(), stderr.read_text()
+        time.sleep(0.3)
+        db.unlink()
+        code = serve.wait(timeout=20)
+    finally:
+        _stop(serve)
+    lines = stderr.read_text().splitlines()
+    assert code == 4, lines
+    assert lines[-1].startswith(f"error: the SQLite file {db} was removed"), lines
+    assert "Traceback" not in stderr.read_text()

@@ -8,10 +8,16 @@ import contextlib
 import click
 from prometheus_client import start_http_server
 
-from sluice.cli.admin import _until_signal
+from sluice.cli.admin import (
+    _close_quietly,
+    _until_signal,
+    _until_signal_or,
+    quiet_expected_store_errors,
+)
 from sluice.cli.common import run_async, state
 from sluice.concurrency.schedules import ScheduleRunner
 from sluice.embedded import run_controller_candidate
+from sluice.errors import StoreGoneError
 from sluice.runtime import Runtime
 
 
@@ -27,19 +33,26 @@ async def serve_command(
     """Run the concurrency controller (leading, or standing by while another process leads),
     the schedules of ACTIVE launch plans and an engine, until SIGINT or SIGTERM."""
     runtime = await Runtime.open(state(ctx).settings, role="serve")
+    quiet_expected_store_errors(runtime.store.db.health)
     server = None
+    fatal: StoreGoneError | None = None
     try:
         if metrics_port is not None:
             server, _ = start_http_server(metrics_port, registry=runtime.metrics)
         async with run_controller_candidate(runtime, metrics=True):
-            await _serve(runtime, engine, schedules)
+            fatal = await _serve(runtime, engine, schedules)
     finally:
         if server is not None:
             server.shutdown()
-        await runtime.close()
+        await _close_quietly(runtime, fatal)
+    if fatal is not None:
+        raise fatal  # one line, exit 4, as `sluice engine`
 
 
-async def _serve(runtime: Runtime, with_engine: bool, with_schedules: bool) -> None:
+async def _serve(
+    runtime: Runtime, with_engine: bool, with_schedules: bool
+) -> StoreGoneError | None:
+    """Serve until a signal (None), or until the engine finds the store gone (its error)."""
     settings = runtime.settings
     runner = ScheduleRunner(runtime.store, runtime.notifier, runtime.clock, settings.concurrency)
     firing = asyncio.create_task(runner.run()) if with_schedules else None
@@ -48,7 +61,10 @@ async def _serve(runtime: Runtime, with_engine: bool, with_schedules: bool) -> N
         await engine.start()
     click.echo(f"sluice serve {runtime.instance_id} on {runtime.store.db.url.display}")
     try:
-        await _until_signal()
+        if engine is None:
+            await _until_signal()
+            return None
+        return await _until_signal_or(engine.wait_fatal())
     finally:
         if engine is not None:
             await engine.stop()
