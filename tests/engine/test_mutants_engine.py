@@ -17,7 +17,7 @@ import pytest
 from sluice.clock import FakeClock
 from sluice.config import EngineConfig
 from sluice.engine.handler import PluginCallTimeout, TaskHandler
-from sluice.plugins.core.phase import ErrorKind, Phase, PhaseInfo
+from sluice.plugins.core.phase import ErrorKind, ExecutionError, Phase, PhaseInfo
 from sluice.spec.models import TaskMetadata, TaskSpec
 from sluice.spec.phases import NodePhase
 from sluice.store.records import NodeRecord
@@ -194,6 +194,15 @@ def test_a_retry_without_error_says_why_from_the_reason() -> None:
     assert node.record.reason == "retrying in 1.0s after: pod evicted"
 
 
+def test_a_retry_says_why_from_the_error_message_not_the_reason() -> None:
+    handler, _ = make_handler(backoff_base=1.0, backoff_max=1.0)
+    node = make_node(attempt=0)
+    error = ExecutionError("E", "disk full")
+    info = PhaseInfo(Phase.RETRYABLE_FAILURE, 0, "attempt failed", error=error)
+    handler._schedule_retry(FakeExecution(), node, info, NOW)  # type: ignore[arg-type]
+    assert node.record.reason == "retrying in 1.0s after: disk full"
+
+
 def test_a_retry_after_a_blank_message_says_failure() -> None:
     handler, _ = make_handler(backoff_base=1.0, backoff_max=1.0)
     node = make_node(attempt=0)
@@ -353,8 +362,10 @@ async def test_finalize_frees_the_slot_and_the_claims(
     recorder = _wired(handler)
     node = make_node(attempt_started_at=started)
     node.admitted, node.queued = admitted, queued
-    await handler.finalize(FakeExecution(), node)  # type: ignore[arg-type]
+    ex = FakeExecution()
+    await handler.finalize(ex, node)  # type: ignore[arg-type]
     assert recorder.calls == calls
+    assert recorder.on == {(id(ex), id(node))}
     assert scheduling.released == ([("ex1", "n1")] if released else [])
     assert (node.admitted, node.queued) == (False, False)
 
