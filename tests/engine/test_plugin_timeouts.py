@@ -166,7 +166,7 @@ async def test_task_timeout_fires_on_a_handle_that_never_returns(
 
 
 async def test_a_plugin_swallowing_its_cancellation_does_not_hang_the_engine(
-    timeouts: tuple[Runtime, dict[str, HangPlugin]],
+    timeouts: tuple[Runtime, dict[str, HangPlugin]], caplog: pytest.LogCaptureFixture
 ) -> None:
     rt, plugins = timeouts
     record = await rt.launch(stubborn_flow, {})
@@ -174,6 +174,19 @@ async def test_a_plugin_swallowing_its_cancellation_does_not_hang_the_engine(
     result = await outcome(rt, record.id)
     assert (result.nodes["stubborn"].error or {}).get("code") == "Timeout"
     assert plugins["stubborn"].cancelled >= 1
+    await asyncio.sleep(0.7)  # past the grace a cancelled call gets to end
+    assert any("abandoned" in r.getMessage() for r in caplog.records), caplog.text
+
+
+async def test_a_cancelled_call_that_ends_is_not_reported_as_abandoned(
+    timeouts: tuple[Runtime, dict[str, HangPlugin]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An overrun handle() that honours its cancellation is a timeout, not an ERROR line."""
+    rt, _ = timeouts
+    record = await rt.launch(hung_flow, {})
+    await drive(rt, record.id)
+    await asyncio.sleep(0.7)
+    assert not [r for r in caplog.records if "abandoned" in r.getMessage()], caplog.text
 
 
 async def test_per_call_cap_fails_the_attempt_as_a_retryable_system_error(

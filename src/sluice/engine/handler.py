@@ -407,10 +407,19 @@ class TaskHandler:
         future.cancel()
         if future.done():
             return
-        log.error("plugin %s() did not end when cancelled; abandoned", method)
         self._abandoned.add(future)
         future.add_done_callback(self._abandoned.discard)
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+        def report() -> None:  # a cancelled task ends at its next step: judge after the grace
+            if not future.done():
+                log.error(
+                    "plugin %s() did not end within %ss of its cancellation; abandoned",
+                    method,
+                    _CANCEL_GRACE,
+                )
+
+        asyncio.get_running_loop().call_later(_CANCEL_GRACE, report)
 
     def _take_outputs(
         self, node: NodeState, written: dict[str, object] | None, info: PhaseInfo
