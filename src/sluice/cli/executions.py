@@ -8,7 +8,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from sluice.cli.common import iso, print_json, run_async, state
+from sluice.cancellation import wait_event
+from sluice.cli.common import EXIT_FAILED, iso, print_json, run_async, state
 from sluice.cli.progress import node_phase_label
 from sluice.cli.run import execution_json
 from sluice.concurrency.launch import request_abort
@@ -17,6 +18,7 @@ from sluice.errors import InvalidArgumentError, NotFoundError
 from sluice.runtime import Runtime
 from sluice.spec.phases import ExecutionPhase
 from sluice.spec.values import MAX_LIST_LIMIT, check_count
+from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL
 from sluice.store.records import ExecutionRecord, NodeRecord
 from sluice.store.store import Repos
 
@@ -166,44 +168,96 @@ def _print_execution(record: ExecutionRecord, nodes: list[NodeRecord]) -> None:
     console.print(table)
 
 
+_ABORT_TIMEOUT = 60.0
+"""Seconds `executions abort` waits by default for the execution to end: long enough for a
+dead owner's lease (30 s by default) to run out and this command's engine to finish the abort."""
+_RECHECK = 1.0
+"""Seconds between re-reads of the execution while waiting, should a notification be missed."""
+
+
 @executions.command("abort")
 @click.argument("execution_id")
 @click.option("--reason", default="aborted by user", show_default=True)
 @click.option(
-    "--wait/--no-wait", default=True, show_default=True, help="Wait until the execution is ABORTED."
+    "--wait/--no-wait",
+    default=True,
+    show_default=True,
+    help="Wait until the execution has ended (ABORTED, or another terminal phase).",
+)
+@click.option(
+    "--timeout",
+    "seconds",
+    type=float,
+    default=_ABORT_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --wait: give up after this long, exit 1 and say it is still aborting.",
 )
 @click.pass_context
 @run_async
-async def abort(ctx: click.Context, execution_id: str, reason: str, wait: bool) -> None:
-    """Abort an execution: every active task is aborted and finalized."""
+async def abort(
+    ctx: click.Context, execution_id: str, reason: str, wait: bool, seconds: float
+) -> int:
+    """Abort an execution: every active task is aborted and finalized.
+
+    Returns as soon as the execution is terminal, whichever process drives it; with no live
+    owner, this command's own engine takes the execution over once its lease runs out."""
+    if not seconds > 0:
+        raise InvalidArgumentError(f"--timeout {seconds}: must be a positive number of seconds")
     runtime = await Runtime.open(state(ctx).settings, role="cli")
     try:
         record = await request_abort(
             runtime.store, runtime.notifier, runtime.clock, execution_id, reason
         )
-        if wait and record.phase is ExecutionPhase.ABORTING:
-            record = await _finish_abort(runtime, execution_id)
+        if wait and not record.phase.is_terminal:
+            record = await _finish_abort(runtime, execution_id, seconds)
     finally:
         await runtime.close()
-    click.echo(f"execution {record.id} {record.phase.value}")
+    if record.phase.is_terminal:
+        click.echo(f"execution {record.id} ended {record.phase.value}")
+        return 0
+    if not wait:
+        click.echo(f"abort of execution {record.id} requested ({record.phase.value})")
+        return 0
+    click.echo(
+        f"execution {record.id} is still {record.phase.value} after {seconds:g}s; "
+        f"its engine has not finished the abort (see `sluice executions show {record.id}`)",
+        err=True,
+    )
+    return EXIT_FAILED
 
 
-async def _finish_abort(runtime: Runtime, execution_id: str) -> ExecutionRecord:
-    """Wait for the owning engine to finish the abort; with no live owner, finish it here."""
+async def _finish_abort(runtime: Runtime, execution_id: str, seconds: float) -> ExecutionRecord:
+    """The execution once terminal, or as it is after `seconds`.
+
+    The owner may be another process, whose engine's end of the execution arrives here as a
+    notification on the executions channel (re-read every second besides); with no live
+    owner, the engine started here takes the execution over and finishes the abort."""
+    changed = asyncio.Event()
+
+    def on_change(payload: str) -> None:
+        if payload in (execution_id, WAKE_ALL):
+            changed.set()
+
+    unsubscribe = runtime.notifier.subscribe(EXECUTIONS_CHANNEL, on_change)
     engine = await runtime.engine(only=[execution_id])
     await engine.start()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
     try:
-        await asyncio.wait_for(
-            engine.wait(execution_id), runtime.settings.engine.execution_lease * 3
-        )
-    except TimeoutError:
-        pass
+        while True:
+            changed.clear()  # before the read: a change after it sets the event again
+            async with runtime.store.read() as repos:
+                record = await repos.executions.get(execution_id)
+            if record is None:
+                raise NotFoundError(f"execution {execution_id!r} does not exist")
+            remaining = deadline - loop.time()
+            if record.phase.is_terminal or remaining <= 0:
+                return record
+            await wait_event(changed, min(remaining, _RECHECK))
     finally:
+        unsubscribe()
         await engine.stop()
-    async with runtime.store.read() as repos:
-        final = await repos.executions.get(execution_id)
-    assert final is not None
-    return final
 
 
 def _last_line(text: str) -> str:
