@@ -8,6 +8,7 @@ on a plugin call, finalize and abort. No engine, store or plugin process is star
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -333,6 +334,26 @@ async def test_an_overrun_failing_on_cancel_still_reports_the_timeout() -> None:
 
     with pytest.raises(PluginCallTimeout):
         await handler._bounded(make_node(), "finalize", call)  # type: ignore[arg-type]
+
+
+async def test_a_call_swallowing_its_cancellation_is_abandoned_not_awaited() -> None:
+    handler, _ = make_handler(plugin_call_timeout=0.01)
+    let_go = asyncio.Event()
+
+    async def stubborn() -> None:
+        while not let_go.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await let_go.wait()
+
+    with pytest.raises(PluginCallTimeout):
+        # A bound on liveness, not a timing assertion: _bounded must give up on the call.
+        await asyncio.wait_for(handler._bounded(make_node(), "handle", stubborn), 10)
+    [future] = handler._abandoned
+    assert not future.done()
+    let_go.set()
+    await asyncio.wait({future}, timeout=10)
+    await asyncio.sleep(0)
+    assert handler._abandoned == set()
 
 
 # finalize and abort
