@@ -345,12 +345,14 @@ async def test_a_call_swallowing_its_cancellation_is_abandoned_not_awaited() -> 
             with contextlib.suppress(asyncio.CancelledError):
                 await let_go.wait()
 
-    with pytest.raises(PluginCallTimeout):
-        # A bound on liveness, not a timing assertion: _bounded must give up on the call.
-        await asyncio.wait_for(handler._bounded(make_node(), "handle", stubborn), 10)
-    [future] = handler._abandoned
-    assert not future.done()
-    let_go.set()
+    try:
+        with pytest.raises(PluginCallTimeout):
+            # A bound on liveness, not a timing assertion: _bounded must give up on the call.
+            await asyncio.wait_for(handler._bounded(make_node(), "handle", stubborn), 10)
+        [future] = handler._abandoned
+        assert not future.done()
+    finally:
+        let_go.set()  # the stubborn call ends, whatever happened above
     await asyncio.wait({future}, timeout=10)
     await asyncio.sleep(0)
     assert handler._abandoned == set()
