@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 from sluice.cli.common import CliState
+from sluice.store.database import existing_database_only
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--config", "config_path", metavar="PATH", help="TOML config file (or SLUICE_CONFIG)."
 )
-@click.option("--db", "database_url", metavar="URL", help="Database URL (or SLUICE_DATABASE_URL).")
+@click.option(
+    "--db",
+    "database_url",
+    metavar="URL",
+    help="Database URL, or a SQLite file path (or SLUICE_DATABASE_URL).",
+)
 @click.option("--project", help="Project (or SLUICE_PROJECT).")
 @click.option("--domain", help="Domain (or SLUICE_DOMAIN).")
 @click.version_option(package_name="sluice")
@@ -57,7 +65,43 @@ def _register() -> None:
     cli.add_command(concurrency.concurrency)
 
 
+READ_ONLY = [
+    ("executions", "ls"),
+    ("executions", "show"),
+    ("quota", "ls"),
+    ("cache", "ls"),
+    ("reservations", "ls"),
+    ("locks", "ls"),
+    ("launchplan", "ls"),
+    ("concurrency", "status"),
+    ("concurrency", "caps", "ls"),
+    ("plugins", "ls"),
+]
+"""Commands that only read: on a SQLite file that does not exist they fail (exit 2, naming
+the path) instead of creating it, its directories and an empty schema to list."""
+
+
+def _existing_database_only(callback: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(callback)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with existing_database_only():
+            return callback(*args, **kwargs)
+
+    return wrapper
+
+
+def _mark_read_only() -> None:
+    for path in READ_ONLY:
+        command: click.Command = cli
+        for name in path:
+            assert isinstance(command, click.Group)
+            command = command.commands[name]
+        assert command.callback is not None
+        command.callback = _existing_database_only(command.callback)
+
+
 _register()
+_mark_read_only()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,9 @@
 SQLite (embedded) runs in WAL mode; every write transaction is `BEGIN IMMEDIATE`, so two
 processes never deadlock upgrading a read lock, and writes inside one process are serialised
 by an asyncio lock instead of SQLite's sleeping busy handler. A new or old SQLite file is
-created and upgraded on open; PostgreSQL is upgraded by `sluice db upgrade` (or `upgrade=True`).
+created and upgraded on open (inside `existing_database_only()` a missing file is an error
+instead: read-only commands never create one); PostgreSQL is upgraded by `sluice db upgrade`
+(or `upgrade=True`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,7 @@ from sluice.errors import (
     InvalidArgumentError,
     MissingDependencyError,
     NotADatabaseError,
+    NotFoundError,
     StoreError,
     StoreGoneError,
     StoreUnavailableError,
@@ -37,6 +41,19 @@ from sluice.errors import (
 from sluice.store.health import StoreHealth
 
 _READ_ONLY = "sluice_read_only"
+_MAY_CREATE: ContextVar[bool] = ContextVar("sluice_may_create_database", default=True)
+
+
+@contextlib.contextmanager
+def existing_database_only() -> Iterator[None]:
+    """Within this block (and tasks started in it), opening a SQLite file that does not exist
+    raises NotFoundError instead of creating it and its directories: for read-only commands,
+    where a mistyped path would otherwise show an empty, new database."""
+    token = _MAY_CREATE.set(False)
+    try:
+        yield
+    finally:
+        _MAY_CREATE.reset(token)
 
 
 @dataclass(frozen=True)
@@ -61,10 +78,12 @@ class DatabaseURL:
 
 
 def parse_database_url(url: str) -> DatabaseURL:
-    """Map `sqlite:///path` and `postgresql://...` to drivers; anything else is an error."""
+    """Map `sqlite:///path`, a plain file path (SQLite: `./x.db`, `/tmp/x.db`, `dir/x.db`; a
+    bare word such as `x.db` is refused as a likely mistyped URL) and `postgresql://...` to
+    drivers; anything else is an error."""
     scheme = urlsplit(url).scheme.lower()
-    if scheme in ("sqlite", "sqlite+aiosqlite"):
-        path_text = url.split(":///", 1)[1] if ":///" in url else ""
+    if scheme in ("sqlite", "sqlite+aiosqlite") or (not scheme and "/" in url):
+        path_text = url if not scheme else (url.split(":///", 1)[1] if ":///" in url else "")
         if not path_text or path_text == ":memory:":
             raise InvalidArgumentError(
                 f"database URL {url!r} has no file path; use sqlite:///path/to/sluice.db"
@@ -77,7 +96,8 @@ def parse_database_url(url: str) -> DatabaseURL:
             url, "postgresql", f"postgresql+psycopg://{rest}", f"postgresql+psycopg://{rest}"
         )
     raise InvalidArgumentError(
-        f"unknown database URL scheme {scheme!r} in {url!r}; use sqlite:///path or postgresql://..."
+        f"unknown database URL scheme {scheme!r} in {url!r}; use sqlite:///path, a path "
+        "such as ./x.db, or postgresql://..."
     )
 
 
@@ -197,7 +217,7 @@ class Database:
         parsed = parse_database_url(url)
         if parsed.dialect == "postgresql":
             _require_psycopg()
-        engine = _create_engine(parsed)
+        engine = _create_engine(parsed, create=_MAY_CREATE.get())
         db = cls(parsed, engine)
         try:
             from sluice.store.migrate import ensure_schema
@@ -322,11 +342,16 @@ def create_private_file(path: Path) -> None:
         os.close(fd)
 
 
-def _create_engine(url: DatabaseURL) -> AsyncEngine:
+def _create_engine(url: DatabaseURL, *, create: bool = True) -> AsyncEngine:
     if url.dialect == "sqlite":
         assert url.path is not None
         if url.path.exists() and not url.path.is_file():
             raise NotADatabaseError(f"{url.path} is not a SQLite database (it is a directory)")
+        if not create and not url.path.exists():
+            raise NotFoundError(
+                f"the SQLite database {url.path} does not exist (check --db or "
+                "SLUICE_DATABASE_URL; only commands that write create a database)"
+            )
         make_private_dirs(url.path.parent)
         create_private_file(url.path)
         engine = create_async_engine(url.driver_url, pool_size=4, max_overflow=4)
