@@ -32,7 +32,7 @@ from sluice.cache.models import CacheEntry, EntryInfo, Reservation, ReservationI
 from sluice.cache.sweeper import Sweeper
 from sluice.clock import Clock, SystemClock
 from sluice.config import CacheConfig
-from sluice.errors import InvalidArgumentError, StoreError
+from sluice.errors import InvalidArgumentError, NotFoundError, StoreError
 from sluice.store.database import Database
 from sluice.store.notify import Notifier
 
@@ -44,6 +44,7 @@ MAX_KEY_LENGTH = 128  # the key columns in store/schema.py
 MAX_OWNER_ID_LENGTH = 400
 # Each lost race means another writer changed the row; after this many in a row, give up.
 _CLAIM_ATTEMPTS = 5
+_SHOWN_MATCHES = 10  # of an ambiguous key prefix, in its error
 
 Callback = Callable[[str], None]
 
@@ -291,6 +292,57 @@ class Catalog:
         if not keys and task_name is None:
             raise InvalidArgumentError("remove_entries needs keys or a task_name")
         return await self._repo.entries.delete(keys, task_name=task_name)
+
+    async def resolve_keys(self, prefixes: Collection[str]) -> list[str]:
+        """The full key of each of `prefixes`: a full key, or the start of exactly one (as
+        `cache ls` shows keys, 16 characters). Checks them all before returning: NotFoundError
+        naming those that match no entry, InvalidArgumentError listing the matches of an
+        ambiguous one."""
+        if isinstance(prefixes, str):
+            raise InvalidArgumentError(
+                f"keys must be a collection of keys, got the str {prefixes!r}"
+            )
+        keys = [info.key for info in await self._repo.entries.list_all()]
+        resolved: list[str] = []
+        missing: list[str] = []
+        for prefix in prefixes:
+            if not prefix:
+                raise InvalidArgumentError("an empty cache key matches every entry; name one")
+            matches = [prefix] if prefix in keys else [k for k in keys if k.startswith(prefix)]
+            if not matches:
+                missing.append(prefix)
+            elif len(matches) > 1:
+                shown = ", ".join(sorted(m[:16] for m in matches[:_SHOWN_MATCHES]))
+                more = (
+                    f" and {len(matches) - _SHOWN_MATCHES} more"
+                    if len(matches) > _SHOWN_MATCHES
+                    else ""
+                )
+                raise InvalidArgumentError(
+                    f"cache key prefix {prefix!r} matches {len(matches)} entries ({shown}{more}); "
+                    "give more of the key"
+                )
+            else:
+                resolved.append(matches[0])
+        if missing:
+            raise NotFoundError(
+                f"no cache entry has a key starting {', '.join(map(repr, missing))}"
+            )
+        return resolved
+
+    async def resolve_task_name(self, name: str) -> str:
+        """The task name of entries that `name` means: itself if an entry has it, else the one
+        task name ending in `.name` (`train` for `quickstart.train`); a name no entry has is
+        returned as given. InvalidArgumentError naming the candidates if several end so."""
+        names = {info.task_name for info in await self._repo.entries.list_all()}
+        if name in names:
+            return name
+        candidates = sorted(n for n in names if n.endswith(f".{name}"))
+        if len(candidates) > 1:
+            raise InvalidArgumentError(
+                f"task name {name!r} is ambiguous: {', '.join(candidates)}; give the full name"
+            )
+        return candidates[0] if candidates else name
 
     async def list_reservations(self) -> list[ReservationInfo]:
         """Every reservation with the seconds until it expires (negative: expired, not swept)."""

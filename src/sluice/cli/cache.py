@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sluice.cli.common import iso, opened, print_json, run_async
-from sluice.errors import InvalidArgumentError
+from sluice.errors import InvalidArgumentError, NotFoundError
 from sluice.spec.names import check_entity_name
 from sluice.spec.values import MAX_LIST_LIMIT, check_count
 from sluice.store.store import Repos
@@ -19,20 +19,26 @@ def cache() -> None:
 
 
 @cache.command("ls")
-@click.option("--task", "task_name", help="Only entries of this task name.")
+@click.option(
+    "--task",
+    "task_name",
+    help="Only entries of this task name (the full name, or its last part when unique).",
+)
 @click.option("--limit", default=100, show_default=True, type=int, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @run_async
 async def cache_ls(ctx: click.Context, task_name: str | None, limit: int, as_json: bool) -> None:
+    """Cache entries, newest first: key (its first 16 characters; `cache rm` takes them), task,
+    cache version, when, which run computed it."""
     limit = check_count("--limit", limit, InvalidArgumentError, low=1, high=MAX_LIST_LIMIT)
     if task_name is not None:
         check_entity_name("--task", task_name)
-    """Cache entries, newest first: key, task, cache version, when, which run computed it."""
     async with opened(ctx) as runtime:
-        entries = await (await runtime.open_catalog()).list_entries(
-            task_name=task_name, limit=limit
-        )
+        catalog = await runtime.open_catalog()
+        if task_name is not None:
+            task_name = await catalog.resolve_task_name(task_name)
+        entries = await catalog.list_entries(task_name=task_name, limit=limit)
     rows = [
         {
             "key": e.key,
@@ -48,11 +54,12 @@ async def cache_ls(ctx: click.Context, task_name: str | None, limit: int, as_jso
         print_json(rows)
         return
     table = Table()
-    for column in ("key", "task", "version", "created", "computed by"):
+    table.add_column("key", no_wrap=True, min_width=SHOWN_KEY)  # whole, to copy
+    for column in ("task", "version", "created", "computed by"):
         table.add_column(column, overflow="fold")
     for e in entries:
         table.add_row(
-            e.key[:16],
+            e.key[:SHOWN_KEY],
             e.task_name,
             e.cache_version,
             iso(e.created_at),
@@ -61,19 +68,36 @@ async def cache_ls(ctx: click.Context, task_name: str | None, limit: int, as_jso
     Console().print(table)
 
 
+SHOWN_KEY = 16
+"""Characters of a key `cache ls` shows; any unique prefix names the entry to `cache rm`."""
+
+
 @cache.command("rm")
 @click.argument("keys", nargs=-1)
-@click.option("--task", "task_name", help="Remove every entry of this task name.")
+@click.option(
+    "--task",
+    "task_name",
+    help="Remove every entry of this task name (the full name, or its last part when unique).",
+)
 @click.pass_context
 @run_async
 async def cache_rm(ctx: click.Context, keys: tuple[str, ...], task_name: str | None) -> None:
-    """Remove entries by KEY (full keys, as `cache ls --json` prints them) or by --task."""
+    """Remove entries by KEY (a full key or a unique prefix, such as the 16 characters
+    `cache ls` shows) or by --task. Nothing is removed, and the exit code is 2, if a KEY
+    matches no entry or several, or --task names no entries."""
     if not keys and not task_name:
         raise InvalidArgumentError("cache rm needs KEY arguments or --task NAME")
     if task_name is not None:
         check_entity_name("--task", task_name)
     async with opened(ctx) as runtime:
-        removed = await (await runtime.open_catalog()).remove_entries(keys, task_name=task_name)
+        catalog = await runtime.open_catalog()
+        full_keys = await catalog.resolve_keys(keys) if keys else []
+        task = await catalog.resolve_task_name(task_name) if task_name is not None else None
+        if task is not None and not await catalog.list_entries(task_name=task, limit=1):
+            raise NotFoundError(f"no cache entries of task {task_name!r}")
+        removed = await catalog.remove_entries(full_keys, task_name=task)
+    if removed == 0:  # removed by someone else since they were resolved
+        raise NotFoundError("no cache entry matched: nothing removed")
     click.echo(f"removed {removed} cache entr{'y' if removed == 1 else 'ies'}")
 
 
