@@ -1,7 +1,9 @@
 """What every command shares: options, the runtime, errors to exit codes, JSON output.
 
-Exit codes: 0 success; 1 the execution did not succeed; 2 bad input (usage, unknown target,
-bad value, bad config, a file that is not a database); 3 the execution was SKIPPED by a
+Exit codes: 0 success; 1 the execution did not succeed (or `executions abort --timeout` ran out
+while it was still ABORTING); 2 bad input (usage, unknown target, bad value, bad config, a file
+that is not a database, a missing SQLite file for a read-only command, a cache key or task name
+matching nothing or several); 3 the execution was SKIPPED by a
 concurrency policy; 4 the database cannot be reached or fails I/O (StoreUnavailableError:
 connection refused or lost, SQLite "disk I/O error"), or is gone (StoreGoneError: dropped,
 its file removed or replaced; `sluice engine` exits so after a bounded retry), or a backend
