@@ -77,7 +77,8 @@ async def _until_granted(
 def hold_and_hang(
     url: str, key_prefix: str, lease: float, namespaces: list[str], results: Any
 ) -> None:
-    """Take every namespace with a short lease, report the lease expiry, then hang until killed."""
+    """Take every namespace with a short lease, report each lease's expiry, then hang until
+    killed."""
     asyncio.run(_hold_and_hang(url, key_prefix, lease, namespaces, results))
 
 
@@ -89,8 +90,8 @@ async def _hold_and_hang(
     for ns in namespaces:
         result = await manager.allocate(f"doomed-{ns}", [Claim(ns)], Holder("crash", "dev"))
         assert result.granted, result
-    expiries = [
-        s.holders[0].lease_expires_at for ns in namespaces for s in await manager.describe(ns)
-    ]
-    results.put((os.getpid(), max(expiries)))
+    expiries = {
+        ns: s.holders[0].lease_expires_at for ns in namespaces for s in await manager.describe(ns)
+    }
+    results.put((os.getpid(), expiries))
     await asyncio.sleep(3600)
