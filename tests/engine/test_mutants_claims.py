@@ -13,7 +13,7 @@ from sluice.engine.claims import ClaimsGate
 from sluice.errors import InputError, SluiceError
 from sluice.plugins.core.phase import Phase
 from sluice.resources import AllocationResult, AllocationStatus, Claim, Holder
-from sluice.spec.models import Claims, Quota, TaskMetadata, TaskSpec
+from sluice.spec.models import Claims, LockSpec, Quota, TaskMetadata, TaskSpec
 from sluice.store.records import NodeRecord
 
 TOKEN = "ex:proj:dev:ex1-n1"
@@ -70,6 +70,7 @@ class FakeExecution:
         return str(self.record.id)
 
     def mark_changed(self, node: Any) -> None:
+        assert node.id == "n1"
         self.changed += 1
 
 
@@ -115,6 +116,7 @@ async def test_a_granted_claim_is_recorded_with_its_token_and_an_event() -> None
     assert n.record.claims == {"token": TOKEN, "namespaces": ["gpu", "lock:a", "lock:b"]}
     assert ex.changed == 1
     [event] = ex.events
+    assert (event.execution_id, event.node_id) == ("ex1", "n1")
     assert (event.phase, event.attempt, event.occurred_at) == ("GRANTED", 2, 100.0)
     assert (event.reason, event.info) == (
         "gpu lock:a lock:b",
@@ -137,7 +139,7 @@ async def test_a_claim_refused_on_a_quota_waits_in_the_manager() -> None:
 
 async def test_a_claim_refused_on_a_lock_withdraws_from_the_managers_queues() -> None:
     refusal = AllocationResult(AllocationStatus.EXHAUSTED, "lock:db", "global", 1, 1, 1)
-    manager = FakeManager(result=refusal)
+    manager = FakeManager(result=refusal, fail_release=True)  # a failed withdrawal is fine
     claims, waits = gate(manager)
     n = node(Quota("gpu"), locks=frozenset({"db"}))
     info, lock = await claims.acquire(FakeExecution(), n)  # type: ignore[arg-type]
@@ -175,6 +177,7 @@ async def test_release_gives_back_the_claim_and_plugin_tokens_and_withdraws_plug
     assert n.record.claims is None
     assert ex.changed == 1
     [event] = ex.events
+    assert (event.execution_id, event.node_id) == ("ex1", "n1")
     assert (event.phase, event.reason) == ("RELEASED", "gpu")
 
 
@@ -209,6 +212,7 @@ async def test_reverify_allocates_again_and_renews_plugin_tokens() -> None:
     n.record.claims = {"plugin_tokens": [["pool", "p1"]]}
     assert await claims.reverify(ex, n) is None  # type: ignore[arg-type]
     assert [a[0] for a in manager.allocated] == [TOKEN]
+    assert manager.allocated[0][2] == Holder("proj", "dev", "ex1", "n1", 0)
     assert n.record.claims == {
         "plugin_tokens": [["pool", "p1"]],
         "token": TOKEN,
@@ -231,3 +235,22 @@ async def test_reverify_says_why_when_something_is_lost() -> None:
     lost.record.claims = {"plugin_tokens": [["pool", "p1"]]}
     why = await claims.reverify(FakeExecution(), lost)  # type: ignore[arg-type]
     assert why == "its plugin's token p1 no longer holds pool"
+
+
+async def test_reverify_of_a_node_loaded_after_a_crash_claims_its_locks_again() -> None:
+    manager = FakeManager()
+    claims, _ = gate(manager)
+    task = TaskSpec(name="t", version="1", claims=Claims(locks=(LockSpec(template="db/{table}"),)))
+    n = FakeNode(NodeRecord(execution_id="ex1", node_id="n1", inputs={"table": "x"}), task, None)
+    assert await claims.reverify(FakeExecution(), n) is None  # type: ignore[arg-type]
+    assert n.lock_names == frozenset({"db/x"})
+    [(_, asked, _)] = manager.allocated
+    assert asked == [Claim("lock:db/x", 1, default_quota=3)]
+    assert n.record.claims == {"token": TOKEN, "namespaces": ["lock:db/x"]}
+
+
+async def test_reverify_of_a_claim_without_plugin_tokens_holds() -> None:
+    manager = FakeManager()
+    claims, _ = gate(manager)
+    assert await claims.reverify(FakeExecution(), node(Quota("gpu"))) is None  # type: ignore[arg-type]
+    assert manager.renewed == []
