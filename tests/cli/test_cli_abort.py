@@ -17,8 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 FLOWS = ROOT / "tests" / "engine" / "flows.py"
 
 
-def sluice(*args: str, db: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SLUICE_DATABASE_URL": f"sqlite:///{db}", "SLUICE_ENGINE__WORKERS": "2"}
+def sluice(
+    *args: str, db: Path, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**_env(db), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "sluice", *args],
         capture_output=True,
@@ -29,11 +31,18 @@ def sluice(*args: str, db: Path, timeout: float = 120) -> subprocess.CompletedPr
     )
 
 
+def _env(db: Path) -> dict[str, str]:
+    return {**os.environ, "SLUICE_DATABASE_URL": f"sqlite:///{db}", "SLUICE_ENGINE__WORKERS": "2"}
+
+
 @pytest.fixture
-def running(tmp_path: Path) -> Iterator[tuple[Path, str, subprocess.Popen[str]]]:
-    """A `sluice run` of a long nap in its own process, its execution RUNNING."""
+def running(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[Path, str, subprocess.Popen[str]]]:
+    """A `sluice run` of a long nap in its own process, its execution RUNNING; an indirect
+    parameter adds environment variables."""
     db = tmp_path / "s.db"
-    env = {**os.environ, "SLUICE_DATABASE_URL": f"sqlite:///{db}", "SLUICE_ENGINE__WORKERS": "2"}
+    env = {**_env(db), **getattr(request, "param", {})}
     driver = subprocess.Popen(
         [sys.executable, "-m", "sluice", "run", f"{FLOWS}:long_nap", "--input", "seconds=60"],
         stdout=subprocess.PIPE,
@@ -94,3 +103,18 @@ def test_abort_that_does_not_finish_in_time_says_so_and_fails(
         os.kill(driver.pid, signal.SIGCONT)
     assert done.returncode == 1, done.stderr
     assert f"execution {execution_id} is still ABORTING after 2s" in done.stderr
+
+
+SHORT_LEASE = {"SLUICE_ENGINE__EXECUTION_LEASE": "2"}
+
+
+@pytest.mark.parametrize("running", [SHORT_LEASE], indirect=True)
+def test_abort_of_a_run_whose_owner_died_is_finished_by_the_command(
+    running: tuple[Path, str, subprocess.Popen[str]],
+) -> None:
+    db, execution_id, driver = running
+    driver.kill()
+    driver.communicate(timeout=30)
+    done = sluice("executions", "abort", execution_id, db=db, env=SHORT_LEASE, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"execution {execution_id} ended ABORTED" in done.stdout
