@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import secrets
@@ -30,11 +29,11 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import sluice
+from resources import REDIS_URL, delete_redis_keys, postgres_database, reachable, upgrade
 from sluice.clock import SystemClock
 from sluice.config import load_config
 from sluice.plugins.core.context import TaskExecutionContext
@@ -42,10 +41,6 @@ from sluice.plugins.core.phase import Transition
 from sluice.plugins.core.plugin import PluginEntry, PluginProperties
 from sluice.resources import Claim, Holder, QuotaManager, from_url
 from sluice.runtime import Runtime
-from sluice.store.database import Database
-
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 # Head-of-line blocking across namespaces.
@@ -100,59 +95,21 @@ async def hol(backend: str, url: str, rounds: int, prefix: str) -> dict[str, Any
     }
 
 
-@contextlib.contextmanager
-def postgres_database() -> Iterator[str]:
-    import psycopg
-
-    name = f"sluice_bench_inv_{os.getpid()}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
-    try:
-        yield url
-    finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-async def _upgrade(url: str) -> None:
-    db = await Database.open(url, upgrade=True)
-    await db.close()
-
-
-def reachable(backend: str) -> bool:
-    try:
-        if backend == "postgresql":
-            import psycopg
-
-            psycopg.connect(PG_ADMIN, connect_timeout=2).close()
-        elif backend == "redis":
-            import redis
-
-            redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
-    except Exception:
-        return False
-    return True
-
-
-async def hol_lines(rounds: int) -> list[dict[str, Any]]:
+def hol_lines(rounds: int) -> list[dict[str, Any]]:
     prefix = f"bench-inv-{os.getpid()}"
-    lines = [await hol("memory", "memory://", rounds, prefix)]
+    lines = [asyncio.run(hol("memory", "memory://", rounds, prefix))]
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'r.db'}"
-        await _upgrade(url)
-        lines.append(await hol("sqlite", url, rounds, prefix))
-    if reachable("postgresql"):
+        asyncio.run(upgrade(url))
+        lines.append(asyncio.run(hol("sqlite", url, rounds, prefix)))
+    if reachable("127.0.0.1", 5432):
         with postgres_database() as url:
-            await _upgrade(url)
-            lines.append(await hol("postgresql", url, rounds, prefix))
-    if reachable("redis"):
-        lines.append(await hol("redis", REDIS_URL, rounds, prefix))
-        import redis
-
-        client = redis.Redis.from_url(REDIS_URL)
-        for key in client.scan_iter(f"{prefix}*"):
-            client.delete(key)
+            lines.append(asyncio.run(hol("postgresql", url, rounds, prefix)))
+    if reachable("127.0.0.1", 6379):
+        try:
+            lines.append(asyncio.run(hol("redis", REDIS_URL, rounds, prefix)))
+        finally:
+            delete_redis_keys(prefix)
     return lines
 
 
@@ -248,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    for line in asyncio.run(hol_lines(args.rounds)) + asyncio.run(hung_lines(args.rounds)):
+    for line in hol_lines(args.rounds) + asyncio.run(hung_lines(args.rounds)):
         print(json.dumps(line), flush=True)
     sys.stdout.flush()
 

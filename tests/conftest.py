@@ -54,6 +54,44 @@ def pg_database_url() -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(scope="session")
+def pg_upgraded_url(pg_database_url: str) -> str:
+    """The session's PostgreSQL database, upgraded once to the schema (sluice never upgrades
+    a PostgreSQL database silently), for tests that keep resource tokens or catalogs there."""
+    import asyncio
+
+    from sluice.store.database import Database
+
+    async def upgrade() -> None:
+        db = await Database.open(pg_database_url, upgrade=True)
+        await db.close()
+
+    asyncio.run(upgrade())
+    return pg_database_url
+
+
+RESOURCE_BACKENDS = [
+    "store",
+    pytest.param("postgresql", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+]
+
+
+@pytest.fixture(params=RESOURCE_BACKENDS)
+def resources(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The `resources` settings of one token backend: the store's own database (no URL),
+    PostgreSQL or Redis; engine tests that claim quotas and locks run on each."""
+    if request.param == "store":
+        return {}
+    if request.param == "postgresql":
+        request.getfixturevalue("pg_upgraded_url")
+        return {"url": str(request.getfixturevalue("pg_url"))}
+    return {
+        "url": str(request.getfixturevalue("redis_server_url")),
+        "key_prefix": str(request.getfixturevalue("redis_prefix")),
+    }
+
+
 @pytest.fixture
 def pg_url(pg_database_url: str) -> str:
     """The session's PostgreSQL database, emptied of sluice rows before each test."""

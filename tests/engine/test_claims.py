@@ -15,41 +15,8 @@ import pytest
 from sluice.config import load_config
 from sluice.runtime import Runtime
 from sluice.spec.phases import ExecutionPhase
-from sluice.store.database import Database
 from support.engine import fast_settings, outcome, run
 from support.intervals import max_overlap, read
-
-BACKENDS = [
-    "store",
-    pytest.param("postgresql", marks=pytest.mark.postgres),
-    pytest.param("redis", marks=pytest.mark.redis),
-]
-
-
-@pytest.fixture(scope="session")
-def pg_resources_schema(pg_database_url: str) -> str:
-    """The session's PostgreSQL database, upgraded once to hold resource tokens."""
-
-    async def upgrade() -> None:
-        db = await Database.open(pg_database_url, upgrade=True)
-        await db.close()
-
-    asyncio.run(upgrade())
-    return pg_database_url
-
-
-@pytest.fixture(params=BACKENDS)
-def resources(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The `resources` settings of one backend: the store's database, PostgreSQL or Redis."""
-    if request.param == "store":
-        return {}
-    if request.param == "postgresql":
-        request.getfixturevalue("pg_resources_schema")
-        return {"url": str(request.getfixturevalue("pg_url"))}
-    return {
-        "url": str(request.getfixturevalue("redis_server_url")),
-        "key_prefix": str(request.getfixturevalue("redis_prefix")),
-    }
 
 
 async def _open(sqlite_url: str, resources: dict[str, Any]) -> Runtime:

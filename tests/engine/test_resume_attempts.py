@@ -9,7 +9,6 @@ node finish, and records which attempts run (handled and not stopped since).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,14 +28,8 @@ from sluice.plugins.core.plugin import PluginEntry, PluginProperties
 from sluice.resources import Claim, Holder
 from sluice.runtime import Runtime
 from sluice.spec.phases import CacheStatus, ExecutionPhase, NodePhase, ReservationStatus
-from sluice.store.database import Database
 from support.engine import outcome
 
-BACKENDS = [
-    "store",
-    pytest.param("postgresql", marks=pytest.mark.postgres),
-    pytest.param("redis", marks=pytest.mark.redis),
-]
 LEASE = 5.0
 PAST_EVERY_LEASE = 45.0
 """More than the execution lease (30 s), the token lease and the reservation expiry (30 s)."""
@@ -111,30 +104,6 @@ def clock() -> FakeClock:
 @pytest.fixture
 def plugin() -> HoldPlugin:
     return HoldPlugin()
-
-
-@pytest.fixture(params=BACKENDS)
-def resources(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The store's database, PostgreSQL or Redis as the resource backend."""
-    if request.param == "store":
-        return {}
-    if request.param == "postgresql":
-        request.getfixturevalue("pg_resume_schema")
-        return {"url": str(request.getfixturevalue("pg_url"))}
-    return {
-        "url": str(request.getfixturevalue("redis_server_url")),
-        "key_prefix": str(request.getfixturevalue("redis_prefix")),
-    }
-
-
-@pytest.fixture(scope="session")
-def pg_resume_schema(pg_database_url: str) -> str:
-    async def upgrade() -> None:
-        db = await Database.open(pg_database_url, upgrade=True)
-        await db.close()
-
-    asyncio.run(upgrade())
-    return pg_database_url
 
 
 @pytest.fixture

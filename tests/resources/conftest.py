@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -17,7 +16,6 @@ import pytest
 from sluice.clock import FakeClock
 from sluice.resources import QuotaManager, ResourceBackend, from_url
 from sluice.resources.backends.memory import MemoryBackend
-from sluice.store.database import Database
 
 BACKENDS = [
     "memory",
@@ -41,25 +39,13 @@ class Location:
         return from_url(self.url, key_prefix=self.key_prefix)
 
 
-@pytest.fixture(scope="session")
-def pg_schema(pg_database_url: str) -> str:
-    """The session's PostgreSQL database, upgraded once (sluice never upgrades it silently)."""
-
-    async def upgrade() -> None:
-        db = await Database.open(pg_database_url, upgrade=True)
-        await db.close()
-
-    asyncio.run(upgrade())
-    return pg_database_url
-
-
 def location_for(name: str, request: pytest.FixtureRequest) -> Location:
     if name == "memory":
         return Location(name, "memory://")
     if name == "sqlite":
         return Location(name, str(request.getfixturevalue("sqlite_url")))
     if name == "postgresql":
-        request.getfixturevalue("pg_schema")
+        request.getfixturevalue("pg_upgraded_url")
         return Location(name, str(request.getfixturevalue("pg_url")))
     prefix = str(request.getfixturevalue("redis_prefix"))
     return Location(name, str(request.getfixturevalue("redis_server_url")), prefix)

@@ -5,7 +5,6 @@ and leaves no waiter behind."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from sluice.plugins.core.phase import Phase
 from sluice.plugins.testing import DictSecrets, FakeTaskContext
 from sluice.plugins.webapi import AsyncPluginAdapter, webapi_entry
 from sluice.resources import Holder, QuotaManager, from_url
-from sluice.store.database import Database
 
 BACKENDS = [
     "memory",
@@ -28,16 +26,6 @@ BACKENDS = [
     pytest.param("redis", marks=pytest.mark.redis),
 ]
 NAMESPACE = "remote:default"
-
-
-@pytest.fixture(scope="session")
-def pg_webapi_schema(pg_database_url: str) -> str:
-    async def upgrade() -> None:
-        db = await Database.open(pg_database_url, upgrade=True)
-        await db.close()
-
-    asyncio.run(upgrade())
-    return pg_database_url
 
 
 @pytest.fixture
@@ -53,7 +41,7 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'tokens.db'}", "sluice"
     if request.param == "postgresql":
-        request.getfixturevalue("pg_webapi_schema")
+        request.getfixturevalue("pg_upgraded_url")
         return str(request.getfixturevalue("pg_url")), "sluice"
     return (
         str(request.getfixturevalue("redis_server_url")),
