@@ -74,13 +74,17 @@ class FakeExecution:
         self.changed += 1
 
 
+def capacity(name: str) -> int:
+    return 5 if name == "pool" else 3
+
+
 def gate(manager: FakeManager, waits: list[Any] | None = None) -> tuple[ClaimsGate, list[Any]]:
     found: list[Any] = [] if waits is None else waits
 
     def wait_on(namespaces: Any, execution_id: str, node_id: str, token: str | None) -> None:
         found.append((list(namespaces), execution_id, node_id, token))
 
-    return ClaimsGate(manager, lambda name: 3, wait_on, FakeClock(100.0)), found  # type: ignore[arg-type]
+    return ClaimsGate(manager, capacity, wait_on, FakeClock(100.0)), found  # type: ignore[arg-type]
 
 
 def node(*quotas: Quota, locks: frozenset[str] = frozenset(), priority: int = 0) -> FakeNode:
@@ -131,7 +135,7 @@ async def test_a_claim_refused_on_a_quota_waits_in_the_manager() -> None:
     claims, waits = gate(manager)
     info, lock = await claims.acquire(FakeExecution(), node(Quota("gpu")))  # type: ignore[arg-type]
     assert info is not None and info.phase is Phase.WAITING_FOR_RESOURCES
-    assert info.reason == refusal.reason()
+    assert (info.version, info.reason) == (0, refusal.reason())
     assert lock is None
     assert manager.released == []  # still queued in the manager
     assert waits == [(["gpu"], "ex1", "n1", TOKEN)]
@@ -153,12 +157,13 @@ async def test_a_bad_claim_fails_permanently_and_an_unreachable_manager_waits() 
     claims, waits = gate(FakeManager(result=InputError("no such namespace")))
     info, _ = await claims.acquire(FakeExecution(), node(Quota("gpu")))  # type: ignore[arg-type]
     assert info is not None and info.phase is Phase.PERMANENT_FAILURE
-    assert info.error is not None and info.error.code == "BadClaim"
+    assert info.error is not None
+    assert (info.error.code, info.error.message) == ("BadClaim", "no such namespace")
     assert waits == []
     claims, waits = gate(FakeManager(result=SluiceError("down")))
     info, _ = await claims.acquire(FakeExecution(), node(Quota("gpu")))  # type: ignore[arg-type]
     assert info is not None and info.phase is Phase.WAITING_FOR_RESOURCES
-    assert info.reason == "resource manager unavailable: down"
+    assert (info.version, info.reason) == (0, "resource manager unavailable: down")
     assert waits == [(["gpu"], "ex1", "n1", None)]
 
 
@@ -254,3 +259,34 @@ async def test_reverify_of_a_claim_without_plugin_tokens_holds() -> None:
     claims, _ = gate(manager)
     assert await claims.reverify(FakeExecution(), node(Quota("gpu"))) is None  # type: ignore[arg-type]
     assert manager.renewed == []
+
+
+async def test_a_lock_claim_takes_the_capacity_of_its_own_name() -> None:
+    manager = FakeManager()
+    claims, _ = gate(manager)
+    await claims.acquire(FakeExecution(), node(locks=frozenset({"pool", "db"})))  # type: ignore[arg-type]
+    [(_, asked, _)] = manager.allocated
+    assert asked == [Claim("lock:db", 1, default_quota=3), Claim("lock:pool", 1, default_quota=5)]
+
+
+def _locked_node(inputs: dict[str, Any]) -> FakeNode:
+    task = TaskSpec(
+        name="t",
+        version="1",
+        claims=Claims(quotas=(Quota("gpu"),), locks=(LockSpec(template="db/{table}"),)),
+    )
+    return FakeNode(NodeRecord(execution_id="ex1", node_id="n1", inputs=inputs), task, None)
+
+
+async def test_release_of_a_node_loaded_after_a_crash_withdraws_its_lock_waits_too() -> None:
+    manager = FakeManager()
+    claims, _ = gate(manager)
+    await claims.release(FakeExecution(), _locked_node({"table": "x"}))  # type: ignore[arg-type]
+    assert manager.released == [(TOKEN, ["gpu", "lock:db/x"])]
+
+
+async def test_release_withdraws_the_quotas_when_lock_names_cannot_be_computed() -> None:
+    manager = FakeManager()
+    claims, _ = gate(manager)
+    await claims.release(FakeExecution(), _locked_node({}))  # type: ignore[arg-type]
+    assert manager.released == [(TOKEN, ["gpu"])]
