@@ -4,12 +4,14 @@ In process; no engine or store. Two executions of one task on the same inputs sh
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from sluice.cache import CacheEntry, CacheSource, Catalog, MemoryRepository, cache_key
+from sluice.cache.backends.memory import MemoryEntries
 from sluice.clock import FakeClock
 from sluice.config import CacheConfig
 from sluice.engine.cache_gate import CacheGate
@@ -497,3 +499,57 @@ async def test_release_of_a_node_holding_no_reservation_asks_nothing(
     gates.catalog.release_reservation = record  # type: ignore[method-assign]
     await gates.gate.after_attempt(other, node, False)
     assert (released, node.record.reservation_status, node.heartbeat_at) == ([], status, T0)
+
+
+async def test_a_reservation_expiring_within_the_second_says_0s() -> None:
+    gates = Gates()
+    owner, waiter = execution(task()), execution(task(), "ex2")
+    await gates.gate.before_launch(owner, the_node(owner))
+    gates.clock.advance(HEARTBEAT * GRACE - 0.4)
+    info = await gates.gate.before_launch(waiter, the_node(waiter))
+    assert info is not None and info.reason.endswith(
+        "(its reservation expires in 0s unless extended)"
+    )
+
+
+class SnapshotEntries(MemoryEntries):
+    """Entry reads that read at once but answer only when `go` is set, if `hold` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold = False
+        self.go = asyncio.Event()
+
+    async def get(self, key: str) -> CacheEntry | None:
+        found = await super().get(key)
+        if self.hold:
+            await self.go.wait()
+        return found
+
+
+async def test_the_look_after_the_claim_never_joins_a_read_begun_before_it() -> None:
+    # Another process put and released between our lookup and our claim, and its wake-up has
+    # not arrived yet: a read of this process begun before that put must not answer for us.
+    gates = Gates()
+    entries = SnapshotEntries()
+    gates.catalog._repo.entries = entries  # type: ignore[attr-defined]
+    claim = gates.catalog.get_or_extend_reservation
+    stale_reads: list[asyncio.Future[CacheEntry | None]] = []
+
+    async def remote_put_then_claim(*args: Any) -> Any:
+        entries.hold = True
+        stale = asyncio.ensure_future(gates.catalog.get(KEY))  # another node's read, in flight
+        for _ in range(3):
+            await asyncio.sleep(0)
+        await entries.insert(KEY, CacheEntry({"y": 4}, "t", "v1", CacheSource("ex0", "n1")))
+        asyncio.get_running_loop().call_soon(entries.go.set)
+        stale_reads.append(stale)
+        return await claim(*args)
+
+    gates.catalog.get_or_extend_reservation = remote_put_then_claim  # type: ignore[method-assign]
+    ex = execution(task())
+    info = await gates.gate.before_launch(ex, the_node(ex))
+    assert info is not None and info.phase is Phase.SUCCESS
+    assert the_node(ex).record.outputs == {"y": 4}
+    assert await gates.reservations() == []
+    assert await stale_reads[0] is None  # that read began before the put
