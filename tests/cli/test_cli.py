@@ -119,7 +119,7 @@ def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(tmp_path: Path) -> 
 
 def test_plugins_ls_and_db_upgrade(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
-    upgraded = sluice("db", "upgrade", db=db)  # creates it: plugins ls, read-only, would not
+    upgraded = sluice("db", "upgrade", db=db)
     assert upgraded.returncode == 0 and "schema revision" in upgraded.stdout
     plugins = json.loads(sluice("plugins", "ls", "--json", db=db).stdout)
     ids = {p["id"] for p in plugins}

@@ -36,7 +36,6 @@ READ_ONLY = [
     ["launchplan", "ls"],
     ["concurrency", "status"],
     ["concurrency", "caps", "ls"],
-    ["plugins", "ls"],
 ]
 
 
@@ -64,3 +63,10 @@ def test_a_plain_path_is_a_sqlite_database(tmp_path: Path, relative: bool) -> No
     listed = sluice("--db", db, "executions", "ls", "--json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert [r["phase"] for r in json.loads(listed.stdout)] == ["SUCCEEDED"]
+
+
+def test_plugins_ls_answers_before_any_store_exists(tmp_path: Path) -> None:
+    """What is installed, not what is stored: the first command a newcomer may run."""
+    done = sluice("--db", str(tmp_path / "fresh" / "x.db"), "plugins", "ls", "--json")
+    assert done.returncode == 0, done.stderr
+    assert {"python", "shell"} <= {p["id"] for p in json.loads(done.stdout)}

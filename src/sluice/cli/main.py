@@ -75,10 +75,11 @@ READ_ONLY = [
     ("launchplan", "ls"),
     ("concurrency", "status"),
     ("concurrency", "caps", "ls"),
-    ("plugins", "ls"),
 ]
 """Commands that only read: on a SQLite file that does not exist they fail (exit 2, naming
-the path) instead of creating it, its directories and an empty schema to list."""
+the path) instead of creating it, its directories and an empty schema to list. `plugins ls`
+is not one of them: it lists what is installed, not what is stored, so it answers on a
+machine with no store yet (loading plugins opens the store as an engine would)."""
 
 
 def _existing_database_only(callback: Callable[..., Any]) -> Callable[..., Any]:
