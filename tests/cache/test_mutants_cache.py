@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import Callable
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -185,3 +186,53 @@ async def test_a_stale_read_finishing_after_a_fresh_one_is_forgotten_quietly(
             await asyncio.sleep(0)
     assert caplog.records == []
     assert cat._reads == {}
+
+
+class FakeNotifier:
+    """The one method of Notifier the catalog uses, and a way to deliver a notification."""
+
+    def __init__(self) -> None:
+        self.callbacks: dict[str, list[Callable[[str], None]]] = {}
+
+    def subscribe(self, channel: str, callback: Callable[[str], None]) -> Callable[[], None]:
+        self.callbacks.setdefault(channel, []).append(callback)
+        return lambda: self.callbacks[channel].remove(callback)
+
+    def deliver(self, channel: str, payload: str) -> None:
+        for callback in list(self.callbacks.get(channel, [])):
+            callback(payload)
+
+
+async def test_a_wake_up_from_another_process_reaches_the_subscriber() -> None:
+    notifier = FakeNotifier()
+    cat = Catalog(
+        MemoryRepository(),
+        clock=FakeClock(T0),
+        config=CacheConfig(),
+        notifier=notifier,  # type: ignore[arg-type]
+    )
+    woken: list[str] = []
+    unsubscribe = cat.subscribe(woken.append)
+    notifier.deliver("cache", "k")
+    assert woken == ["k"]
+    unsubscribe()
+    notifier.deliver("cache", "k")
+    assert (woken, notifier.callbacks["cache"]) == (["k"], [])
+
+
+async def test_the_sweeper_runs_on_the_injected_clock() -> None:
+    clock = FakeClock(T0)
+    cat = Catalog(MemoryRepository(clock), clock=clock, config=CacheConfig())
+    swept: list[str] = []
+    cat.subscribe(swept.append)
+    await cat.get_or_extend_reservation("k", "a", 1.0)  # expires in 3 s; sweeps every 10 s
+    await cat.start()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    clock.advance(10.0)
+    for _ in range(20):
+        if swept:
+            break
+        await asyncio.sleep(0)
+    await cat.close()
+    assert swept == ["k"]
