@@ -553,3 +553,45 @@ async def test_the_look_after_the_claim_never_joins_a_read_begun_before_it() -> 
     assert the_node(ex).record.outputs == {"y": 4}
     assert await gates.reservations() == []
     assert await stale_reads[0] is None  # that read began before the put
+
+
+async def test_a_heartbeat_of_a_node_loaded_after_a_crash_computes_its_key() -> None:
+    gates = Gates()
+    ex = execution(task())
+    await gates.gate.before_launch(ex, the_node(ex))
+    resumed = execution(task())  # a fresh state: no key computed, heartbeat never armed
+    node = the_node(resumed)
+    node.record.reservation_status = ReservationStatus.ACQUIRED
+    gates.clock.advance(1)
+    assert await gates.gate.heartbeat(resumed, node) == T0 + 1 + HEARTBEAT
+    assert (node.cache_key, await gates.reservations()) == (
+        KEY,
+        [("ex1/n1", T0 + 1 + HEARTBEAT * GRACE)],
+    )
+
+
+class CountedEntries(MemoryEntries):
+    """Entry reads that wait for `go`; counts them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+        self.go = asyncio.Event()
+
+    async def get(self, key: str) -> CacheEntry | None:
+        self.reads += 1
+        await self.go.wait()
+        return await super().get(key)
+
+
+async def test_a_herd_of_lookups_of_one_key_shares_one_read() -> None:
+    gates = Gates()
+    entries = CountedEntries()
+    gates.catalog._repo.entries = entries  # type: ignore[attr-defined]
+    herd = [execution(task(serialize=False), f"ex{i}") for i in range(3)]
+    lookups = [asyncio.ensure_future(gates.gate.before_launch(ex, the_node(ex))) for ex in herd]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    entries.go.set()
+    assert await asyncio.gather(*lookups) == [None, None, None]
+    assert entries.reads == 1
