@@ -7,25 +7,11 @@ import asyncio
 import pytest
 
 from sluice.cache import CacheEntry, Catalog, MemoryRepository
-from sluice.cache.backends.memory import MemoryEntries
 from sluice.clock import FakeClock
 from sluice.config import CacheConfig
+from support.cache import HeldEntries
 
 ENTRY = CacheEntry({"y": 1}, "wf.t", "v1")
-
-
-class HeldEntries(MemoryEntries):
-    """Entry reads that wait for `go` before reading; counts them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads = 0
-        self.go = asyncio.Event()
-
-    async def get(self, key: str) -> CacheEntry | None:
-        self.reads += 1
-        await self.go.wait()
-        return await super().get(key)
 
 
 def held_catalog() -> tuple[Catalog, HeldEntries]:

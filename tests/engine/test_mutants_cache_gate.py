@@ -30,6 +30,7 @@ from sluice.spec.models import (
 from sluice.spec.phases import CacheStatus, ExecutionPhase, ReservationStatus
 from sluice.spec.types import TypeSpec
 from sluice.store.records import ExecutionRecord, NodeRecord
+from support.cache import HeldEntries
 
 T0 = 1_000.0
 INT = TypeSpec(kind="int")
@@ -570,23 +571,9 @@ async def test_a_heartbeat_of_a_node_loaded_after_a_crash_computes_its_key() -> 
     )
 
 
-class CountedEntries(MemoryEntries):
-    """Entry reads that wait for `go`; counts them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads = 0
-        self.go = asyncio.Event()
-
-    async def get(self, key: str) -> CacheEntry | None:
-        self.reads += 1
-        await self.go.wait()
-        return await super().get(key)
-
-
 async def test_a_herd_of_lookups_of_one_key_shares_one_read() -> None:
     gates = Gates()
-    entries = CountedEntries()
+    entries = HeldEntries()
     gates.catalog._repo.entries = entries  # type: ignore[attr-defined]
     herd = [execution(task(serialize=False), f"ex{i}") for i in range(3)]
     lookups = [asyncio.ensure_future(gates.gate.before_launch(ex, the_node(ex))) for ex in herd]
