@@ -6,14 +6,15 @@ import asyncio
 import collections
 import sys
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from sluice.cancellation import wait_event
 from sluice.plugins.core.phase import Phase
-from sluice.spec.phases import NodePhase
-from sluice.store.records import NodeRecord
+from sluice.spec.phases import ExecutionPhase, NodePhase
+from sluice.store.records import ExecutionRecord, NodeRecord
 from sluice.store.store import Store
 
 _SHOWN = 25
@@ -25,10 +26,16 @@ def node_phase_label(node: NodeRecord) -> str:
     return node.phase.value
 
 
-def _table(execution_id: str, nodes: list[NodeRecord]) -> Table:
+def progress_table(execution: ExecutionRecord, nodes: list[NodeRecord]) -> Group:
+    """What one redraw shows: built from the records as read for it, so every reason (queue
+    positions included) is the one stored now; a PENDING execution has no nodes yet, so its
+    own phase and reason say what it waits for."""
     counts = collections.Counter(node_phase_label(n) for n in nodes)
     summary = ", ".join(f"{label} {count}" for label, count in sorted(counts.items()))
-    table = Table(title=f"execution {execution_id}: {summary}", title_justify="left")
+    title = f"execution {execution.id} {execution.phase.value}"
+    if execution.phase is ExecutionPhase.PENDING and execution.reason:
+        title += f": {execution.reason}"
+    table = Table()
     for column in ("node", "phase", "attempt", "reason"):
         table.add_column(column, overflow="fold")
     active = [n for n in nodes if not n.phase.is_terminal] or nodes
@@ -36,7 +43,8 @@ def _table(execution_id: str, nodes: list[NodeRecord]) -> Table:
         table.add_row(node.node_id, node_phase_label(node), str(node.attempt + 1), node.reason)
     if len(active) > _SHOWN:
         table.caption = f"... and {len(active) - _SHOWN} more"
-    return table
+    heading = Text(f"{title} ({summary})" if summary else title)
+    return Group(heading, table)
 
 
 async def follow(
@@ -56,8 +64,10 @@ async def _follow_live(
     with Live(console=console, refresh_per_second=8, transient=False) as live:
         while True:
             async with store.read() as repos:
+                execution = await repos.executions.get(execution_id)
                 nodes = await repos.nodes.list(execution_id)
-            live.update(_table(execution_id, nodes))
+            if execution is not None:
+                live.update(progress_table(execution, nodes), refresh=True)
             if done.is_set():
                 return
             await _pause(done, interval)
