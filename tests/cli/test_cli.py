@@ -47,6 +47,27 @@ def test_quickstart_runs_through_the_cli(tmp_path: Path) -> None:
     shown = json.loads(sluice("executions", "show", rows[0]["id"], "--json", db=db).stdout)
     assert {n["node"] for n in shown["nodes"]} >= {"square", "total"}
     assert shown["events"], "show --json lists the events"
+    assert rows[0]["created_at"].endswith("Z") and shown["ended_at"].endswith("Z")
+
+
+def test_executions_show_accepts_the_short_id_ls_shows(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    for _ in range(2):
+        assert sluice("run", f"{QUICKSTART}:quickstart", "--json", db=db).returncode == 0
+    ids = [r["id"] for r in json.loads(sluice("executions", "ls", "--json", db=db).stdout)]
+    table = sluice("executions", "ls", db=db).stdout
+    short = next(line.split()[0] for line in table.splitlines() if line.startswith("x"))
+    assert short != ids[0] and (ids[0].startswith(short) or ids[1].startswith(short))
+    shown = sluice("executions", "show", short, "--json", db=db)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["id"].startswith(short)
+    ambiguous = sluice("executions", "show", "x", db=db)
+    assert ambiguous.returncode == 2
+    assert (
+        "ambiguous" in ambiguous.stderr
+        and ids[0] in ambiguous.stderr
+        and ids[1] in ambiguous.stderr
+    )
 
 
 def test_python_examples_quickstart_main(tmp_path: Path) -> None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import click
+import sqlalchemy as sa
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from sluice.cancellation import wait_event
-from sluice.cli.common import EXIT_FAILED, iso, print_json, run_async, state
+from sluice.cli.common import EXIT_FAILED, iso, iso_utc, print_json, run_async, state
 from sluice.cli.progress import node_phase_label
 from sluice.cli.run import execution_json
 from sluice.concurrency.launch import request_abort
@@ -18,6 +21,7 @@ from sluice.errors import InvalidArgumentError, NotFoundError
 from sluice.runtime import Runtime
 from sluice.spec.phases import ExecutionPhase
 from sluice.spec.values import MAX_LIST_LIMIT, check_count
+from sluice.store import schema
 from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL
 from sluice.store.records import ExecutionRecord, NodeRecord
 from sluice.store.store import Repos
@@ -58,23 +62,102 @@ async def ls(ctx: click.Context, phases: tuple[str, ...], limit: int, as_json: b
     if records and len(positions) == len(records):  # only PENDING ones: list them in order
         records.sort(key=lambda r: (r.launch_plan or "", positions[r.id]))
     if as_json:
-        print_json([{**execution_json(r), "position": positions.get(r.id)} for r in records])
+        print_json([{**_execution_json(r), "position": positions.get(r.id)} for r in records])
         return
-    table = Table()
-    for column in ("id", "workflow", "launch plan", "phase", "position", "created", "reason"):
-        table.add_column(column, overflow="fold")
-    for r in records:
-        position = str(positions[r.id]) if r.id in positions else ""
-        table.add_row(
-            r.id,
+    console = Console()
+    console.print(executions_table(records, positions, runtime.clock.now(), console.width))
+
+
+SHORT_ID = 8
+"""Fewest characters of an id `executions ls` shows; more when a listed neighbour shares them."""
+
+
+def short_ids(ids: list[str]) -> dict[str, str]:
+    """Each id's shortest prefix of at least SHORT_ID characters that no other listed id
+    starts with (the whole id when it is that short); `executions show` accepts it."""
+    ordered = sorted(set(ids))
+    shown = {}
+    for i, execution_id in enumerate(ordered):
+        neighbours = ordered[max(0, i - 1) : i] + ordered[i + 1 : i + 2]
+        shared = max((_common_prefix(execution_id, n) for n in neighbours), default=0)
+        shown[execution_id] = execution_id[: max(SHORT_ID, shared + 1)]
+    return shown
+
+
+def _common_prefix(a: str, b: str) -> int:
+    length = 0
+    while length < min(len(a), len(b)) and a[length] == b[length]:
+        length += 1
+    return length
+
+
+def ago(timestamp: float | None, now: float) -> str:
+    """`5s ago`, `3m ago`, `3h ago`, `2d ago`: how long before `now`."""
+    if timestamp is None:
+        return ""
+    seconds = max(0, int(now - timestamp))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"
+
+
+def executions_table(
+    records: list[ExecutionRecord], positions: dict[str, int], now: float, width: int = 80
+) -> Table:
+    """One line per execution within `width` columns: long values are cut with an ellipsis
+    (all of them are in `executions show`), never wrapped."""
+    shown = short_ids([r.id for r in records])
+    rows = [
+        (
+            shown[r.id],
             r.workflow_name,
             r.launch_plan or "",
             r.phase.value,
-            position,
-            iso(r.created_at),
-            r.reason,
+            str(positions[r.id]) if r.id in positions else "",
+            ago(r.created_at, now),
+            _last_line(r.reason),
         )
-    Console().print(table)
+        for r in records
+    ]
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=0)
+    widths = _column_widths(rows, width)
+    for (column, _), size in zip(_LS_COLUMNS, widths, strict=True):
+        table.add_column(column, no_wrap=True, overflow="ellipsis", width=size)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _column_widths(rows: Sequence[tuple[str, ...]], width: int) -> list[int]:
+    """Each column as wide as its widest value up to its bound; the reason takes what is
+    left of `width` (the box puts one space between columns)."""
+    widths = [
+        min(bound, max([len(name), *(len(row[i]) for row in rows)]))
+        for i, (name, bound) in enumerate(_LS_COLUMNS[:-1])
+    ]
+    left = width - sum(widths) - (len(_LS_COLUMNS) - 1)
+    return [*widths, max(_LS_COLUMNS[-1][1], left)]
+
+
+_LS_COLUMNS = (
+    ("id", 20),
+    ("workflow", 14),
+    ("launch plan", 14),
+    ("phase", 9),
+    ("pos", 3),
+    ("created", 8),
+    ("reason", 10),
+)
+"""Each column's name and widest (for the reason: narrowest) number of characters."""
+
+
+def _execution_json(record: ExecutionRecord) -> dict[str, object]:
+    """An execution as JSON, its times as ISO-8601 UTC strings."""
+    value: dict[str, object] = execution_json(record)
+    for key in ("created_at", "started_at", "ended_at"):
+        value[key] = iso_utc(getattr(record, key))
+    return value
 
 
 async def pending_positions(repos: Repos, records: list[ExecutionRecord]) -> dict[str, int]:
@@ -101,9 +184,38 @@ def _node_json(node: NodeRecord) -> dict[str, object]:
         "reservation_status": node.reservation_status.value,
         "outputs": node.outputs,
         "error": node.error,
-        "started_at": node.started_at,
-        "ended_at": node.ended_at,
+        "started_at": iso_utc(node.started_at),
+        "ended_at": iso_utc(node.ended_at),
     }
+
+
+_MATCHES_SHOWN = 10
+
+
+async def _by_id_or_prefix(repos: Repos, text: str) -> ExecutionRecord:
+    """The execution with this id, or the only one whose id starts with it (what `ls`
+    shows); a prefix of several is an error naming them."""
+    record = await repos.executions.get(text)
+    if record is not None:
+        return record
+    table = schema.executions
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    query = (
+        sa.select(table.c.id)
+        .where(table.c.id.like(f"{escaped}%", escape="\\"))
+        .order_by(table.c.id)
+        .limit(_MATCHES_SHOWN + 1)
+    )
+    matches = [row[0] for row in await repos.conn.execute(query)]
+    if not matches:
+        raise NotFoundError(f"execution {text!r} does not exist")
+    if len(matches) > 1:
+        more = ", ..." if len(matches) > _MATCHES_SHOWN else ""
+        listed = ", ".join(matches[:_MATCHES_SHOWN]) + more
+        raise InvalidArgumentError(f"execution {text!r} is ambiguous, it matches: {listed}")
+    found = await repos.executions.get(matches[0])
+    assert found is not None
+    return found
 
 
 @executions.command("show")
@@ -117,19 +229,17 @@ async def show(ctx: click.Context, execution_id: str, with_events: bool, as_json
     runtime = await Runtime.open(state(ctx).settings, role="cli")
     try:
         async with runtime.store.read() as repos:
-            record = await repos.executions.get(execution_id)
-            if record is None:
-                raise NotFoundError(f"execution {execution_id!r} does not exist")
-            nodes = await repos.nodes.list(execution_id)
-            events = await repos.events.list(execution_id) if with_events or as_json else []
+            record = await _by_id_or_prefix(repos, execution_id)
+            nodes = await repos.nodes.list(record.id)
+            events = await repos.events.list(record.id) if with_events or as_json else []
     finally:
         await runtime.close()
     if as_json:
         print_json(
             {
-                **execution_json(record),
+                **_execution_json(record),
                 "nodes": [_node_json(n) for n in nodes],
-                "events": [e.__dict__ for e in events],
+                "events": [{**e.__dict__, "occurred_at": iso_utc(e.occurred_at)} for e in events],
             }
         )
         return

@@ -1,0 +1,71 @@
+"""How `executions ls` and `show` render, as functions over records (no subprocess)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from sluice.cli.common import iso_utc
+from sluice.cli.executions import ago, executions_table, short_ids
+from sluice.spec.phases import ExecutionPhase
+from sluice.store.records import ExecutionRecord
+
+NOW = 1_800_000_000.0
+
+
+def execution(id: str, created_at: float, reason: str = "") -> ExecutionRecord:
+    return ExecutionRecord(
+        id=id,
+        project="etl",
+        domain="prod",
+        workflow_name="nightly_warehouse_refresh_workflow",
+        workflow_version="1",
+        phase=ExecutionPhase.PENDING,
+        inputs={},
+        created_at=created_at,
+        updated_at=created_at,
+        launch_plan="nightly_warehouse_refresh_plan",
+        reason=reason,
+    )
+
+
+def test_short_ids_are_the_shortest_unique_prefixes_of_eight_or_more() -> None:
+    ids = ["x0abcdefg1234567890", "x0abcdefg1999999999", "x0zzzzzzz0000000000", "short"]
+    assert short_ids(ids) == {
+        "x0abcdefg1234567890": "x0abcdefg12",
+        "x0abcdefg1999999999": "x0abcdefg19",
+        "x0zzzzzzz0000000000": "x0zzzzzz",
+        "short": "short",
+    }
+
+
+def test_times_read_relative_to_now() -> None:
+    assert ago(NOW - 5, NOW) == "5s ago"
+    assert ago(NOW - 180, NOW) == "3m ago"
+    assert ago(NOW - 3 * 3600, NOW) == "3h ago"
+    assert ago(NOW - 2 * 86400, NOW) == "2d ago"
+    assert ago(None, NOW) == ""
+
+
+def test_ls_fits_80_columns_one_line_per_row() -> None:
+    records = [
+        execution(
+            f"x0abcdefg{i}123456789",
+            NOW - 60 * i,
+            "waiting: 2/2 active (x1…, x2…), "
+            f"position {i}, and a long tail explaining the cap in detail",
+        )
+        for i in range(1, 4)
+    ]
+    console = Console(width=80, record=True)
+    console.print(executions_table(records, {r.id: i for i, r in enumerate(records, 1)}, NOW))
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    body = [line for line in lines if "x0abcdefg" in line]
+    assert len(body) == 3  # no row wraps onto a second line
+    assert "x0abcdefg1" in body[0] and "1m ago" in body[0]
+    assert len(lines) == 2 + 3  # the header and its rule, then one line per row
+
+
+def test_json_times_are_iso_8601_utc() -> None:
+    assert iso_utc(1_796_158_800.123456) == "2026-12-01T21:00:00.123456Z"
+    assert iso_utc(None) is None
