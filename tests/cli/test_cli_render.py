@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 
 from sluice.cli.common import iso_utc
-from sluice.cli.executions import ago, executions_table, short_ids
-from sluice.spec.phases import ExecutionPhase
-from sluice.store.records import ExecutionRecord
+from sluice.cli.executions import ago, executions_table, print_execution, short_ids
+from sluice.spec.phases import ExecutionPhase, NodePhase
+from sluice.store.records import ExecutionRecord, NodeRecord
 
 NOW = 1_800_000_000.0
 
@@ -69,3 +69,37 @@ def test_ls_fits_80_columns_one_line_per_row() -> None:
 def test_json_times_are_iso_8601_utc() -> None:
     assert iso_utc(1_796_158_800.123456) == "2026-12-01T21:00:00.123456Z"
     assert iso_utc(None) is None
+
+
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "flows.py", line 3, in boom\n'
+    '    raise ValueError("no rows for 2026-12-01")\n'
+    "ValueError: no rows for 2026-12-01\n"
+)
+
+
+def shown_execution(record: ExecutionRecord, nodes: list[NodeRecord]) -> str:
+    console = Console(width=100, record=True)
+    print_execution(record, nodes, console)
+    return console.export_text()
+
+
+def test_show_prints_a_failed_nodes_error_as_text_and_values_as_json() -> None:
+    record = execution("x0abcdefg1234567890", NOW)
+    record.phase = ExecutionPhase.FAILED
+    record.inputs = {"day": "2026-12-01", "tables": ["a", "b"], "dry": False}
+    record.outputs = {"rows": None}
+    record.error = {"code": "TaskFailed", "message": TRACEBACK, "kind": "USER", "node": "load"}
+    error = {"code": "TaskFailed", "message": TRACEBACK, "kind": "USER"}
+    load = NodeRecord(record.id, "load", phase=NodePhase.FAILED, error=error)
+    other = {"code": "Timeout", "message": "ran over 60s", "kind": "SYSTEM"}
+    late = NodeRecord(record.id, "late", phase=NodePhase.FAILED, error=other)
+    lines = shown_execution(record, [load, late]).splitlines()
+    assert 'inputs: {"day": "2026-12-01", "dry": false, "tables": ["a", "b"]}' in lines
+    assert 'outputs: {"rows": null}' in lines
+    assert not any("\\n" in line or "{'code'" in line for line in lines)
+    at = lines.index("error in node load: TaskFailed (USER): ValueError: no rows for 2026-12-01")
+    assert lines[at + 1 : at + 5] == TRACEBACK.splitlines()  # as they are, once
+    assert sum("Traceback" in line for line in lines) == 1
+    assert "node late failed: Timeout (SYSTEM): ran over 60s" in lines

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
+from typing import Any
 
 import click
 import sqlalchemy as sa
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sluice.cancellation import wait_event
@@ -243,7 +246,7 @@ async def show(ctx: click.Context, execution_id: str, with_events: bool, as_json
             }
         )
         return
-    _print_execution(record, nodes)
+    print_execution(record, nodes, Console())
     if with_events:
         for e in events:
             who = f"node {e.node_id}" if e.node_id else "execution"
@@ -253,17 +256,42 @@ async def show(ctx: click.Context, execution_id: str, with_events: bool, as_json
             )
 
 
-def _print_execution(record: ExecutionRecord, nodes: list[NodeRecord]) -> None:
-    console = Console()
+def print_execution(record: ExecutionRecord, nodes: list[NodeRecord], console: Console) -> None:
+    """The execution, its inputs and outputs as JSON, its error as text (the message, then
+    its traceback lines as they are), its nodes, then the errors of failed nodes not shown."""
     console.print(
-        f"[bold]{record.id}[/] {record.workflow_key} [bold]{record.phase.value}[/] {record.reason}",
+        f"[bold]{escape(record.id)}[/] {escape(record.workflow_key)} "
+        f"[bold]{record.phase.value}[/] {escape(record.reason)}",
         highlight=False,
     )
-    console.print(f"inputs: {record.inputs}", highlight=False)
+    console.print(f"inputs: {_json_text(record.inputs)}", highlight=False, markup=False)
     if record.outputs is not None:
-        console.print(f"outputs: {record.outputs}", highlight=False)
+        console.print(f"outputs: {_json_text(record.outputs)}", highlight=False, markup=False)
     if record.error:
-        console.print(f"error: {record.error}", highlight=False)
+        node = record.error.get("node")
+        _print_error(console, f"error in node {node}" if node else "error", record.error)
+    console.print(_nodes_table(nodes))
+    for n in nodes:
+        if n.error and not (record.error and record.error.get("node") == n.node_id):
+            _print_error(console, f"node {n.node_id} failed", n.error)
+
+
+def _json_text(value: object) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _print_error(console: Console, heading: str, error: dict[str, Any]) -> None:
+    """`heading: CODE (KIND): last line of the message`, then the message's lines (a
+    traceback) as they are when it has more than one."""
+    message = str(error.get("message", ""))
+    lines = message.strip("\n").splitlines()
+    summary = f"{heading}: {error.get('code', '')} ({error.get('kind', '')}): {_last_line(message)}"
+    console.print(summary, highlight=False, markup=False, soft_wrap=True)
+    if len(lines) > 1:
+        console.print("\n".join(lines), highlight=False, markup=False, soft_wrap=True)
+
+
+def _nodes_table(nodes: list[NodeRecord]) -> Table:
     table = Table()
     for column in ("node", "phase", "attempt", "cache", "reason"):
         table.add_column(column, overflow="fold")
@@ -273,9 +301,9 @@ def _print_execution(record: ExecutionRecord, nodes: list[NodeRecord]) -> None:
             node_phase_label(n),
             str(n.attempt + 1),
             n.cache_status.value,
-            (n.reason.strip().splitlines() or [""])[-1],
+            _last_line(n.reason),
         )
-    console.print(table)
+    return table
 
 
 _ABORT_TIMEOUT = 60.0
