@@ -47,7 +47,6 @@ def test_quickstart_runs_through_the_cli(tmp_path: Path) -> None:
     shown = json.loads(sluice("executions", "show", rows[0]["id"], "--json", db=db).stdout)
     assert {n["node"] for n in shown["nodes"]} >= {"square", "total"}
     assert shown["events"], "show --json lists the events"
-    assert rows[0]["created_at"].endswith("Z") and shown["ended_at"].endswith("Z")
 
 
 def test_executions_show_accepts_the_short_id_ls_shows(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from sluice.cli.common import iso_utc
 from sluice.cli.executions import ago, executions_table, print_execution, short_ids
 from sluice.spec.phases import ExecutionPhase, NodePhase
 from sluice.store.records import ExecutionRecord, NodeRecord
@@ -64,11 +63,6 @@ def test_ls_fits_80_columns_one_line_per_row() -> None:
     assert len(body) == 3  # no row wraps onto a second line
     assert "x0abcdefg1" in body[0] and "1m ago" in body[0]
     assert len(lines) == 2 + 3  # the header and its rule, then one line per row
-
-
-def test_json_times_are_iso_8601_utc() -> None:
-    assert iso_utc(1_796_158_800.123456) == "2026-12-01T21:00:00.123456Z"
-    assert iso_utc(None) is None
 
 
 TRACEBACK = (

@@ -106,12 +106,5 @@ def iso(timestamp: float | None) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def iso_utc(timestamp: float | None) -> str | None:
-    """A time in JSON output: ISO-8601 UTC with microseconds (`2026-12-01T21:00:00.123456Z`)."""
-    if timestamp is None:
-        return None
-    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def print_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sluice.cancellation import wait_event
-from sluice.cli.common import EXIT_FAILED, iso, iso_utc, print_json, run_async, state
+from sluice.cli.common import EXIT_FAILED, iso, print_json, run_async, state
 from sluice.cli.progress import node_phase_label
 from sluice.cli.run import execution_json
 from sluice.concurrency.launch import request_abort
@@ -65,7 +65,7 @@ async def ls(ctx: click.Context, phases: tuple[str, ...], limit: int, as_json: b
     if records and len(positions) == len(records):  # only PENDING ones: list them in order
         records.sort(key=lambda r: (r.launch_plan or "", positions[r.id]))
     if as_json:
-        print_json([{**_execution_json(r), "position": positions.get(r.id)} for r in records])
+        print_json([{**execution_json(r), "position": positions.get(r.id)} for r in records])
         return
     console = Console()
     console.print(executions_table(records, positions, runtime.clock.now(), console.width))
@@ -155,14 +155,6 @@ _LS_COLUMNS = (
 """Each column's name and widest (for the reason: narrowest) number of characters."""
 
 
-def _execution_json(record: ExecutionRecord) -> dict[str, object]:
-    """An execution as JSON, its times as ISO-8601 UTC strings."""
-    value: dict[str, object] = execution_json(record)
-    for key in ("created_at", "started_at", "ended_at"):
-        value[key] = iso_utc(getattr(record, key))
-    return value
-
-
 async def pending_positions(repos: Repos, records: list[ExecutionRecord]) -> dict[str, int]:
     """Each PENDING execution's place (1 = next) in its launch plan name's queue, now."""
     queues = {
@@ -187,8 +179,8 @@ def _node_json(node: NodeRecord) -> dict[str, object]:
         "reservation_status": node.reservation_status.value,
         "outputs": node.outputs,
         "error": node.error,
-        "started_at": iso_utc(node.started_at),
-        "ended_at": iso_utc(node.ended_at),
+        "started_at": node.started_at,
+        "ended_at": node.ended_at,
     }
 
 
@@ -240,9 +232,9 @@ async def show(ctx: click.Context, execution_id: str, with_events: bool, as_json
     if as_json:
         print_json(
             {
-                **_execution_json(record),
+                **execution_json(record),
                 "nodes": [_node_json(n) for n in nodes],
-                "events": [{**e.__dict__, "occurred_at": iso_utc(e.occurred_at)} for e in events],
+                "events": [e.__dict__ for e in events],
             }
         )
         return
