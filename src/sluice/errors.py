@@ -21,7 +21,8 @@ Hierarchy::
     ├── BackendUnavailableError     a resource or cache backend cannot be reached
     ├── MissingDependencyError      an optional driver is not installed (gives the pip hint)
     ├── PluginError                 a plugin failed to load or broke its contract
-    │   └── InvalidPluginConfigError
+    │   ├── InvalidPluginConfigError
+    │   └── PluginUnavailableError  a task's plugin lacks its optional driver (exit 2, not 4)
     └── OutputsError                task outputs are not JSON-typed
 
 Expected outcomes (a quota exhausted, a reservation held by someone else, a compare-and-swap
@@ -120,6 +121,13 @@ class PluginError(SluiceError):
 
 class InvalidPluginConfigError(PluginError, InvalidArgumentError):
     """A plugin's configuration is out of range; the message names the field."""
+
+
+class PluginUnavailableError(PluginError):
+    """A launch names a task whose plugin cannot run here: its optional driver is missing.
+
+    Not a MissingDependencyError: the launch is refused as bad input (nothing is written),
+    the message names the task, the plugin and the install hint."""
 
 
 class OutputsError(SluiceError):

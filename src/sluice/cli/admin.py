@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from prometheus_client import start_http_server
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sluice.cli.common import opened, print_json, run_async, state
@@ -38,13 +39,15 @@ async def plugins_ls(ctx: click.Context, as_json: bool) -> None:
     async with opened(ctx) as runtime:
         registry = await runtime.load_plugins()
     builtin = {e.id for e in builtin_entries()}
+    unavailable = registry.unavailable()
     rows = [
         {
             "id": e.id,
             "task_types": list(e.task_types),
             "default": e.is_default,
             "source": "builtin" if e.id in builtin else "entry point",
-            "loaded": e.id in registry.plugins,
+            "loaded": e.id in registry.plugins and e.id not in unavailable,
+            "why": unavailable.get(e.id) or (None if e.id in registry.plugins else "not enabled"),
         }
         for e in registry.entries
     ]
@@ -60,7 +63,7 @@ async def plugins_ls(ctx: click.Context, as_json: bool) -> None:
             ", ".join(row["task_types"]),  # type: ignore[arg-type]
             "yes" if row["default"] else "",
             str(row["source"]),
-            "yes" if row["loaded"] else "no (not enabled)",
+            "yes" if row["loaded"] else escape(f"no ({row['why']})"),  # keeps "[kubernetes]"
         )
     Console().print(table)
 

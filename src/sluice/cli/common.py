@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from sluice.config import Settings, load_config
 from sluice.errors import (
@@ -60,8 +61,10 @@ def exit_code_for(error: SluiceError) -> int:
 
 
 def fail(message: str, code: int) -> None:
+    """One line on stderr; the message is escaped, so `pip install 'sluice[redis]'` and other
+    bracketed text print as written, never read as rich markup."""
     Console(stderr=True, highlight=False).print(
-        f"[bold red]error:[/] {message}", markup=True, soft_wrap=True
+        f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True
     )
     sys.exit(code)
 

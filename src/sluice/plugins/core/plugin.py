@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from sluice.errors import PluginUnavailableError
 from sluice.plugins.core.context import SetupContext, TaskExecutionContext
 from sluice.plugins.core.phase import Transition
 from sluice.spec.models import TaskSpec
@@ -31,6 +32,10 @@ class Plugin(Protocol):
     A plugin may also offer `validate_task(task: TaskSpec) -> None`, raising
     InvalidPluginConfigError naming the bad field of the task's config: it is called for every
     task when an execution is launched, before anything is written.
+
+    A plugin whose optional driver is missing may offer `unavailable: str | None`, the
+    reason with its install hint: the launch of any of its tasks is refused naming it, and
+    `plugins ls` lists the plugin as not loaded, with the reason.
     """
 
     @property
@@ -64,8 +69,21 @@ class PluginEntry:
     default_for_task_types: tuple[str, ...] = field(default=())
 
 
+def unavailable_reason(plugin: object) -> str | None:
+    """Why the plugin cannot run tasks here (a missing driver, with its hint); None if it can."""
+    reason = getattr(plugin, "unavailable", None)
+    return reason if isinstance(reason, str) and reason else None
+
+
 def validate_task(plugin: object, task: TaskSpec) -> None:
-    """Run the plugin's optional `validate_task` hook on a task."""
+    """Refuse a task whose plugin is unavailable, then run the plugin's optional
+    `validate_task` hook on it."""
+    reason = unavailable_reason(plugin)
+    if reason is not None:
+        plugin_id = getattr(plugin, "id", type(plugin).__name__)
+        raise PluginUnavailableError(
+            f"task {task.name!r} needs plugin {plugin_id!r}, which is unavailable: {reason}"
+        )
     check = getattr(plugin, "validate_task", None)
     if check is not None:
         check(task)

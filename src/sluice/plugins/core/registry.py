@@ -13,7 +13,7 @@ from importlib.metadata import entry_points
 
 from sluice.errors import PluginError, PluginNotFoundError
 from sluice.plugins.core.context import SetupContext
-from sluice.plugins.core.plugin import Plugin, PluginEntry
+from sluice.plugins.core.plugin import Plugin, PluginEntry, unavailable_reason
 
 ENTRY_POINT_GROUP = "sluice.plugins"
 MIN_GENERATED_NAME_LENGTH = 8
@@ -83,6 +83,11 @@ class PluginRegistry:
     @property
     def plugins(self) -> dict[str, Plugin]:
         return dict(self._plugins)
+
+    def unavailable(self) -> dict[str, str]:
+        """Loaded plugins that cannot run tasks here (a missing driver), with the reason."""
+        reasons = {pid: unavailable_reason(p) for pid, p in self._plugins.items()}
+        return {pid: reason for pid, reason in reasons.items() if reason is not None}
 
     def is_enabled(self, plugin_id: str) -> bool:
         return self._enabled is None or plugin_id.lower() in self._enabled

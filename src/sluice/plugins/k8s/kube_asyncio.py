@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Iterator
@@ -19,17 +20,26 @@ from sluice.errors import MissingDependencyError
 from sluice.plugins.k8s.errors import KubeApiError, KubeInvalidError, translate_status
 from sluice.plugins.k8s.objects import KindRef, Manifest, ObjectList, ObjectRef, WatchEvent, meta
 
+MISSING_DRIVER = "the Kubernetes plugins need kubernetes_asyncio: pip install 'sluice[kubernetes]'"
 MERGE_PATCH = "application/merge-patch+json"
 _EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
+
+
+def driver_missing() -> str | None:
+    """MISSING_DRIVER when kubernetes_asyncio cannot be imported, else None. Looks the
+    package up without importing it, so loading a plugin stays cheap."""
+    try:
+        found = importlib.util.find_spec("kubernetes_asyncio") is not None
+    except (ImportError, ValueError):  # a finder refusing it, or a None in sys.modules
+        found = False
+    return None if found else MISSING_DRIVER
 
 
 def _module(name: str) -> Any:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        raise MissingDependencyError(
-            "the Kubernetes plugins need kubernetes_asyncio: pip install 'sluice[kubernetes]'"
-        ) from exc
+        raise MissingDependencyError(MISSING_DRIVER) from exc
 
 
 def translate_exception(exc: BaseException) -> KubeApiError | None:

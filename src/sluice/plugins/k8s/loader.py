@@ -40,14 +40,24 @@ def k8s_plugin_entry(
     default_for_task_types: tuple[str, ...] = (),
 ) -> PluginEntry:
     """A PluginEntry whose loader checks `plugins.config.<id>` against `config_model`, builds
-    the K8sPlugin and wraps it in a PluginManager."""
+    the K8sPlugin and wraps it in a PluginManager. A plugin that would make its own client
+    without kubernetes_asyncio installed loads as unavailable: its tasks are refused at launch
+    with the install hint instead of failing, retried, at their first call."""
 
     def load(setup: SetupContext) -> PluginManager:
+        from sluice.plugins.k8s.kube_asyncio import driver_missing
+
         config = parse_config(config_model, setup.plugin_id, setup.config)
         client, owned = kube_client_for(setup, config)
         plugin = build(setup, config)
         return PluginManager(
-            setup.plugin_id, plugin, client, config, clock=setup.clock, owns_client=owned
+            setup.plugin_id,
+            plugin,
+            client,
+            config,
+            clock=setup.clock,
+            owns_client=owned,
+            unavailable=driver_missing() if owned else None,
         )
 
     return PluginEntry(plugin_id, task_types, load, is_default, default_for_task_types)

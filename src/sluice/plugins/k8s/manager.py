@@ -73,6 +73,7 @@ class PluginManager:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         owns_client: bool = False,
+        unavailable: str | None = None,
     ) -> None:
         limit = plugin.properties.generated_name_max_length
         if not MIN_NAME_LENGTH <= limit <= MAX_NAME_LENGTH:
@@ -89,6 +90,12 @@ class PluginManager:
         self._refresh = RefreshRegistry()
         self._cache = self._watch_cache() if self._config.watch else None
         self._owns_client = owns_client
+        self._unavailable = unavailable
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why this plugin cannot run tasks here (its client's driver is missing), or None."""
+        return self._unavailable
 
     def validate_task(self, task: TaskSpec) -> None:
         validate_task(self._plugin, task)
