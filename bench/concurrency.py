@@ -36,7 +36,6 @@ from sluice.clock import SystemClock
 from sluice.concurrency.controller import ConcurrencyController, ControllerOptions
 from sluice.concurrency.leader import leader_lock_for
 from sluice.concurrency.repository import ConcurrencyRepository
-from sluice.concurrency.writer import publish_all
 from sluice.config import ConcurrencyConfig
 from sluice.ids import new_execution_id
 from sluice.spec.models import ConcurrencyPolicy, LaunchPlanSpec
@@ -156,7 +155,7 @@ class StandInEngine:
                 .returning(t.c.id)
             )
             ended = [row.id for row in await repos.conn.execute(statement)]
-            await publish_all(repos.conn, EXECUTIONS_CHANNEL, ended, "bench-engine")
+            await self.notifier.publish_many(repos.conn, EXECUTIONS_CHANNEL, ended)
         self.ended += len(ended)
 
 
