@@ -57,6 +57,13 @@ class PendingState:
         return self._value
 
 
+class DiscardingLog:
+    """A TaskLogWriter that keeps nothing (until the engine stores task logs)."""
+
+    def write(self, text: str, stream: str = "stdout", at: float | None = None) -> None:
+        return None
+
+
 class PendingOutputs:
     def __init__(self) -> None:
         self.values: dict[str, Any] | None = None
@@ -89,6 +96,7 @@ class NodeContext:
         self.secrets = secrets
         self.clock = clock
         self._refresh = refresh
+        self.log_writer = DiscardingLog()
 
     @property
     def state_reader(self) -> PendingState:

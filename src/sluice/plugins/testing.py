@@ -70,6 +70,19 @@ class _Outputs:
 
 
 @dataclass
+class MemoryLog:
+    """A TaskLogWriter that keeps (stream, text) pairs in memory, for assertions."""
+
+    lines: list[tuple[str, str]] = field(default_factory=list)
+
+    def write(self, text: str, stream: str = "stdout", at: float | None = None) -> None:
+        self.lines.extend((stream, line) for line in text.splitlines())
+
+    def text(self, stream: str | None = None) -> str:
+        return "\n".join(t for s, t in self.lines if stream is None or s == stream)
+
+
+@dataclass
 class FakeTaskContext:
     """A TaskExecutionContext held in memory. Plugin state persists between `handle` calls
     exactly as the engine would persist it; `refreshes` counts `refresh()` calls."""
@@ -84,6 +97,7 @@ class FakeTaskContext:
     resource_manager: ResourceManager = field(default_factory=NoopResourceManager)
     secrets: DictSecrets = field(default_factory=DictSecrets)
     clock: Clock = field(default_factory=SystemClock)
+    log_writer: MemoryLog = field(default_factory=MemoryLog)
     refreshes: int = 0
     refreshed: asyncio.Event = field(default_factory=asyncio.Event)
     _state: _State = field(default_factory=_State)

@@ -1,6 +1,7 @@
 """Plugin machinery core: the contract between the engine and every plugin."""
 
 from sluice.plugins.core.context import (
+    LogStream,
     OutputWriter,
     PluginStateReader,
     PluginStateWriter,
@@ -8,6 +9,7 @@ from sluice.plugins.core.context import (
     SetupContext,
     TaskExecutionContext,
     TaskExecutionMetadata,
+    TaskLogWriter,
 )
 from sluice.plugins.core.phase import (
     UNKNOWN_TRANSITION,
@@ -28,6 +30,7 @@ __all__ = [
     "UNKNOWN_TRANSITION",
     "ErrorKind",
     "ExecutionError",
+    "LogStream",
     "OutputWriter",
     "Phase",
     "PhaseInfo",
@@ -44,6 +47,7 @@ __all__ = [
     "TaskExecutionMetadata",
     "TaskInfo",
     "TaskLog",
+    "TaskLogWriter",
     "Transition",
     "TransitionType",
     "discover_entry_points",

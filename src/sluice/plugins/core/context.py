@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from prometheus_client import CollectorRegistry
 
@@ -70,6 +70,22 @@ class PluginStateWriter(Protocol):
         ...
 
 
+LogStream = Literal["stdout", "stderr"]
+
+
+class TaskLogWriter(Protocol):
+    """Where a plugin writes what its task printed or reported, for this attempt's log (stored
+    by the engine with a timestamp and the stream; read by `sluice logs`, the API and the UI).
+    The writer outlives the call that handed it out, so work that goes on in the background
+    (a pool job, a remote job's log stream) keeps writing to it until the attempt ends."""
+
+    def write(self, text: str, stream: LogStream = "stdout", at: float | None = None) -> None:
+        """Append `text` (one or more lines) on `stream`; `at` is when it was produced (clock
+        seconds, default now). Never blocks and never raises: past the log's size limit, text
+        is dropped and counted."""
+        ...
+
+
 class OutputWriter(Protocol):
     def put(self, outputs: Mapping[str, Any]) -> None:
         """Record the task's outputs as JSON values; checked against the interface."""
@@ -101,6 +117,11 @@ class TaskExecutionContext(Protocol):
 
     @property
     def resource_manager(self) -> ResourceManager: ...
+
+    @property
+    def log_writer(self) -> TaskLogWriter:
+        """This attempt's log: what the task prints and what the plugin has to say about it."""
+        ...
 
     @property
     def secrets(self) -> SecretManager: ...
