@@ -11,7 +11,7 @@ from rich.table import Table
 from sluice.cli.common import iso, print_json, run_async, state
 from sluice.concurrency.caps import CapsService
 from sluice.concurrency.repository import ConcurrencyRepository
-from sluice.embedded import controller_live
+from sluice.service.local import controller_live
 from sluice.errors import InvalidArgumentError
 from sluice.runtime import Runtime
 from sluice.spec.names import check_scope_name

@@ -16,7 +16,7 @@ from sluice.cli.admin import (
 )
 from sluice.cli.common import run_async, state
 from sluice.concurrency.schedules import ScheduleRunner
-from sluice.embedded import run_controller_candidate
+from sluice.service.local import run_controller_candidate
 from sluice.errors import StoreGoneError
 from sluice.runtime import Runtime
 
