@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from sluice.config import Settings, load_config
-from sluice.service.local import controller_if_pending, prepare_launch_plan, wait_for_end
 from sluice.errors import SluiceError
 from sluice.runtime import Runtime
+from sluice.service.local import controller_if_pending, prepare_launch_plan, wait_for_end
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.records import EventRecord, ExecutionRecord
 

@@ -11,9 +11,9 @@ from rich.table import Table
 from sluice.cli.common import iso, print_json, run_async, state
 from sluice.concurrency.caps import CapsService
 from sluice.concurrency.repository import ConcurrencyRepository
-from sluice.service.local import controller_live
 from sluice.errors import InvalidArgumentError
 from sluice.runtime import Runtime
+from sluice.service.local import controller_live
 from sluice.spec.names import check_scope_name
 from sluice.spec.values import check_count
 

@@ -8,12 +8,12 @@ import json
 import click
 
 from sluice.cli.common import EXIT_FAILED, EXIT_SKIPPED, print_json, run_async, state
-from sluice.service.inputs import parse_inputs
 from sluice.cli.run import execution_json
 from sluice.concurrency.launch import claim_limits, create_execution, merge_inputs
 from sluice.concurrency.launch_plans import LaunchPlanService
-from sluice.service.local import await_decision, controller_if_pending, wait_for_end
 from sluice.runtime import Runtime
+from sluice.service.inputs import parse_inputs
+from sluice.service.local import await_decision, controller_if_pending, wait_for_end
 from sluice.spec.names import check_entity_name
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.records import ExecutionRecord

@@ -10,12 +10,12 @@ from typing import Any
 import click
 
 from sluice.cli.common import EXIT_FAILED, EXIT_SKIPPED, iso, opened, print_json, run_async
-from sluice.service.inputs import parse_inputs
 from sluice.cli.progress import follow
 from sluice.concurrency.launch import merge_inputs, request_abort
-from sluice.service.local import controller_if_pending, prepare_launch_plan, wait_for_end
 from sluice.runtime import Runtime, resolve_target
 from sluice.sdk.loader import load_target
+from sluice.service.inputs import parse_inputs
+from sluice.service.local import controller_if_pending, prepare_launch_plan, wait_for_end
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.records import ExecutionRecord
 

@@ -16,9 +16,9 @@ from sluice.cli.admin import (
 )
 from sluice.cli.common import run_async, state
 from sluice.concurrency.schedules import ScheduleRunner
-from sluice.service.local import run_controller_candidate
 from sluice.errors import StoreGoneError
 from sluice.runtime import Runtime
+from sluice.service.local import run_controller_candidate
 
 
 @click.command("serve")
