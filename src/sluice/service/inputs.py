@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sluice.errors import InputError
@@ -71,3 +72,22 @@ def parse_inputs(
         )
         values[name] = _scalar(kind, text, name)
     return values
+
+
+@dataclass(frozen=True)
+class InputText:
+    """Inputs as a user typed them: `NAME=VALUE` pairs (typed by the interface) and a JSON
+    object; parsed once the workflow they are for is known."""
+
+    pairs: Sequence[str] = ()
+    json: str | None = None
+
+
+Inputs = Mapping[str, Any] | InputText
+"""JSON values by name, or text still to parse against the interface."""
+
+
+def resolve_inputs(workflow: WorkflowSpec, given: Inputs) -> dict[str, Any]:
+    if isinstance(given, InputText):
+        return parse_inputs(workflow, given.pairs, given.json)
+    return dict(given)

@@ -1,9 +1,13 @@
-"""The controller inside other commands: `sluice serve`, `sluice run`, `executions create`.
+"""Executions driven in this process: the controller candidate and engine that `sluice run`,
+`executions create --wait`, `executions abort` and the Python API start next to a launch.
 
 A PENDING execution needs a live controller. `sluice serve` runs one for the deployment;
 embedded commands run a candidate next to their engine (`run_controller_candidate`), which
 stands by while another process leads and leads when nobody does, so a `sluice run` of a
 launch plan with a policy is promoted with or without a `sluice serve` somewhere.
+
+`drive_here` is the one choreography every local run follows: a controller candidate if the
+execution is PENDING, an engine limited to the execution, the end awaited, both stopped.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.concurrency.controller import ConcurrencyController, ControllerOptions
+from sluice.concurrency.launch import request_abort
 from sluice.concurrency.launch_plans import LaunchPlanService
 from sluice.concurrency.leader import leader_lock_for
 from sluice.concurrency.metrics import ControllerMetrics
@@ -97,6 +102,42 @@ async def prepare_launch_plan(runtime: Runtime, target: Any) -> None:
             runtime.settings.domain,
         )
         await service.ensure_registered(target.spec, target.workflow.spec)
+
+
+@contextlib.asynccontextmanager
+async def drive_here(runtime: Runtime, record: ExecutionRecord) -> AsyncIterator[LocalRun]:
+    """Drive `record` in this process for the block: a controller candidate while it is
+    PENDING, an engine limited to it; both stopped when the block ends."""
+    async with controller_if_pending(runtime, record):
+        engine = await runtime.engine(only=[record.id])
+        await engine.start()
+        try:
+            yield LocalRun(runtime, engine, record.id)
+        finally:
+            await engine.stop()
+
+
+class LocalRun:
+    """An execution driven by this process: wait for its end, or abort it."""
+
+    def __init__(self, runtime: Runtime, engine: Engine, execution_id: str) -> None:
+        self._runtime, self._engine, self.execution_id = runtime, engine, execution_id
+
+    async def wait(self) -> ExecutionRecord:
+        """The execution once terminal, however it ended (driven here, SKIPPED, aborted)."""
+        return await wait_for_end(self._runtime, self._engine, self.execution_id)
+
+    async def abort(self, reason: str) -> ExecutionRecord:
+        runtime = self._runtime
+        return await request_abort(
+            runtime.store, runtime.notifier, runtime.clock, self.execution_id, reason
+        )
+
+    async def wait_until(self, seconds: float) -> ExecutionRecord:
+        """The execution once terminal, or as it is after `seconds`."""
+        with contextlib.suppress(TimeoutError):
+            return await asyncio.wait_for(self.wait(), seconds)
+        return await _read(self._runtime, self.execution_id)
 
 
 async def wait_for_end(runtime: Runtime, engine: Engine, execution_id: str) -> ExecutionRecord:
