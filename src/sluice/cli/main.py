@@ -50,6 +50,7 @@ def _register() -> None:
         create,
         executions,
         launchplans,
+        logs,
         quota,
         run,
         serve,
@@ -63,6 +64,7 @@ def _register() -> None:
     cli.add_command(serve.serve_command)
     cli.add_command(launchplans.launchplan)
     cli.add_command(concurrency.concurrency)
+    cli.add_command(logs.logs_command)
 
 
 READ_ONLY = [
@@ -75,6 +77,7 @@ READ_ONLY = [
     ("launchplan", "ls"),
     ("concurrency", "status"),
     ("concurrency", "caps", "ls"),
+    ("logs",),
 ]
 """Commands that only read: on a SQLite file that does not exist they fail (exit 2, naming
 the path) instead of creating it, its directories and an empty schema to list. `plugins ls`
