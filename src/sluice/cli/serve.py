@@ -7,12 +7,14 @@ from prometheus_client import start_http_server
 
 from sluice.cli.admin import close_quietly, quiet_expected_store_errors, until_signal
 from sluice.cli.common import run_async, state
+from sluice.cli.logging_setup import logging_options
 
 
 @click.command("serve")
 @click.option("--engine/--no-engine", default=True, show_default=True, help="Run an engine too.")
 @click.option("--schedules/--no-schedules", default=True, show_default=True, help="Fire schedules.")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve /metrics here.")
+@logging_options("INFO")
 @click.pass_context
 @run_async
 async def serve_command(

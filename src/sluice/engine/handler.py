@@ -466,6 +466,14 @@ class TaskHandler:
             )
             rec.task_phase, rec.phase_version = int(info.phase), info.version
             ex.mark_changed(node)
+            log.debug(
+                "%s/%s attempt %d: %s %s",
+                ex.id,
+                node.id,
+                rec.attempt + 1,
+                info.phase.name,
+                info.reason,
+            )
             if self.s.counters is not None:
                 self.s.counters.transitions.labels(info.phase.name).inc()
         if info.reason != rec.reason:
