@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ONE_TASK = '''
+ONE_TASK = """
 import sluice
 
 
@@ -31,7 +31,7 @@ def hello(name: str = "world") -> str:
 @sluice.workflow
 def one(name: str = "world") -> str:
     return hello(name=name)
-'''
+"""
 
 
 def _timed(command: list[str], env: dict[str, str]) -> float:
