@@ -397,6 +397,10 @@ class Sluice:
     async def plugins(self) -> list[m.Plugin]:
         return await inventory.plugins(self.runtime)
 
+    async def readiness(self) -> m.Health:
+        """Whether the store answers a query now (ok False, with the reason, if not)."""
+        return await inventory.readiness(self.runtime)
+
     # Scope.
     def _project_domain(self, project: str | None, domain: str | None) -> tuple[str, str]:
         project = project or self.settings.project
