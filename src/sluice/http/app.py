@@ -44,17 +44,15 @@ def create_app(sluice: Sluice, *, authorize: Authorize) -> FastAPI:
 
 
 def _mount_ui(app: FastAPI) -> None:
-    """The web UI lives in sluice.http.ui (its own package); the API serves without it."""
+    """The web UI lives in sluice.http.ui (its own package: `ui_router()` for the pages,
+    `mount_static(app)` for its assets); the API serves without it."""
     if importlib.util.find_spec("sluice.http.ui") is None:
         return
     ui = importlib.import_module("sluice.http.ui")
-    mount = getattr(ui, "mount", None)
-    if mount is not None:
-        mount(app)
-        return
-    router = getattr(ui, "ui_router", None)
-    if router is not None:
-        app.include_router(router())
+    app.include_router(ui.ui_router(), include_in_schema=False)
+    mount_static = getattr(ui, "mount_static", None)
+    if mount_static is not None:
+        mount_static(app)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
