@@ -8,16 +8,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from sluice.config import load_config
-from sluice.http.app import create_app
-from sluice.http.deps import Authorize, open_scope
 from sluice.service import Sluice
-
-BASE = "http://127.0.0.1:8080"
-
-
-async def open_sluice(url: str, project: str = "alpha") -> Sluice:
-    return await Sluice.open(load_config(None, database_url=url, project=project))
+from support.http_world import Project, client_for, open_sluice, populate
 
 
 @pytest.fixture
@@ -27,13 +19,22 @@ async def sluice(sqlite_url: str) -> AsyncIterator[Sluice]:
     await opened.close()
 
 
-def client_for(sluice: Sluice, authorize: Authorize = open_scope) -> httpx.AsyncClient:
-    app = create_app(sluice, authorize=authorize)
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    return httpx.AsyncClient(transport=transport, base_url=BASE)
-
-
 @pytest.fixture
 async def client(sluice: Sluice) -> AsyncIterator[httpx.AsyncClient]:
     async with client_for(sluice) as opened:
         yield opened
+
+
+@pytest.fixture
+async def two_projects(sqlite_url: str) -> AsyncIterator[tuple[Sluice, Project, Project]]:
+    """An unscoped Sluice (configured for alpha) over a store holding alpha's and beta's
+    executions, launch plans, holders, cache entries, reservations and caps."""
+    alpha = await open_sluice(sqlite_url, "alpha")
+    beta = await open_sluice(sqlite_url, "beta")
+    try:
+        mine = await populate(alpha, "alpha")
+        theirs = await populate(beta, "beta")
+        yield alpha, mine, theirs
+    finally:
+        await beta.close()
+        await alpha.close()

@@ -80,7 +80,8 @@ def observe_requests(app: FastAPI, metrics: RequestMetrics) -> None:
 
 
 def prometheus_route(registry: CollectorRegistry) -> Any:
-    async def metrics_page(_: Request) -> Response:
+    async def metrics_page(request: Request) -> Response:
+        await request.app.state.authorize(request)  # metrics name namespaces and projects
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return metrics_page
