@@ -53,6 +53,7 @@ def _register() -> None:
         quota,
         run,
         serve,
+        tokens,
     )
 
     cli.add_command(run.run_command)
@@ -61,6 +62,8 @@ def _register() -> None:
     for command in [*admin.COMMANDS, *cache.COMMANDS, *quota.COMMANDS]:
         cli.add_command(command)
     cli.add_command(serve.serve_command)
+    cli.add_command(serve.ui_command)
+    cli.add_command(tokens.tokens)
     cli.add_command(launchplans.launchplan)
     cli.add_command(concurrency.concurrency)
 

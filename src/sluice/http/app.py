@@ -14,12 +14,10 @@ from typing import Any
 from fastapi import FastAPI
 
 from sluice.http import problems
-from sluice.http.api import api_router
+from sluice.http.api import API_PREFIX, api_router
 from sluice.http.deps import Authorize
 from sluice.http.observe import RequestMetrics, observe_requests, prometheus_route
 from sluice.service import Sluice
-
-API_PREFIX = "/api/v1"
 
 
 def create_app(sluice: Sluice, *, authorize: Authorize) -> FastAPI:
@@ -35,7 +33,7 @@ def create_app(sluice: Sluice, *, authorize: Authorize) -> FastAPI:
     app.state.sluice = sluice
     app.state.authorize = authorize
     problems.install(app)
-    app.include_router(api_router(), prefix=API_PREFIX)
+    app.include_router(api_router())
     app.add_route("/metrics", prometheus_route(sluice.runtime.metrics), include_in_schema=False)
     _mount_ui(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

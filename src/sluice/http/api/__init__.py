@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from sluice.http.api import executions, health, inventory, launch_plans
+from sluice.http.api.base import API_PREFIX
 from sluice.http.problems import ERROR_RESPONSES
 
 
@@ -13,3 +14,6 @@ def api_router() -> APIRouter:
     for module in (health, executions, launch_plans, inventory):
         router.include_router(module.router)
     return router
+
+
+__all__ = ["API_PREFIX", "api_router"]

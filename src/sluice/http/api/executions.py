@@ -6,17 +6,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import Query
 from pydantic import BaseModel, Field
 
-from sluice.service import ExecutionFilter, Sluice, parse_phases
+from sluice.http.api.base import Service, api_routes
+from sluice.service import ExecutionFilter, parse_phases
 from sluice.service import models as m
 from sluice.spec.values import MAX_LIST_LIMIT
 
-from ..deps import service
-
-router = APIRouter(tags=["executions"])
-Service = Annotated[Sluice, Depends(service)]
+router = api_routes(tags=["executions"])
 
 
 class CreateExecution(BaseModel):

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from sluice.http.api.base import api_routes
 from sluice.http.problems import problem
 from sluice.service import Sluice
 from sluice.service import models as m
 
-router = APIRouter(tags=["health"])
+router = api_routes(tags=["health"])
 
 
 class Alive(BaseModel):

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import Query, Response
 from pydantic import BaseModel, Field
 
-from sluice.service import Sluice
+from sluice.http.api.base import Service, api_routes
 from sluice.service import models as m
 from sluice.spec.values import MAX_LIST_LIMIT
 
-from ..deps import service
-
-router = APIRouter()
-Service = Annotated[Sluice, Depends(service)]
+router = api_routes()
 
 
 class QuotaValue(BaseModel):

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
-from sluice.service import Sluice
+from sluice.http.api.base import Service, api_routes
 from sluice.service import models as m
 
-from ..deps import service
-
-router = APIRouter(tags=["launch plans"])
-Service = Annotated[Sluice, Depends(service)]
+router = api_routes(tags=["launch plans"])
 
 
 class Activation(BaseModel):
