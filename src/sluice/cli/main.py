@@ -74,7 +74,17 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "serve": (
         "sluice.cli.serve",
         "serve_command",
-        "Run the controller, the schedules and an engine.",
+        "Run the controller, the schedules, an engine, the API and UI.",
+    ),
+    "ui": (
+        "sluice.cli.serve",
+        "ui_command",
+        "Serve the web UI and API over this machine's store.",
+    ),
+    "tokens": (
+        "sluice.cli.tokens",
+        "tokens",
+        "API tokens: create, list, revoke.",
     ),
 }
 """Each command: the module and attribute defining it, and its one-line help."""
