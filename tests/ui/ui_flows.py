@@ -6,6 +6,7 @@ is released and can look at the pages meanwhile."""
 
 from __future__ import annotations
 
+import tempfile
 import time
 from pathlib import Path
 
@@ -79,3 +80,23 @@ def pipeline(n: int = 4) -> int:
 @sluice.workflow
 def broken(n: int = 3) -> int:
     return explode(values=extract(n=n))
+
+
+@sluice.task
+def report_task(directory: str) -> str:
+    hold(directory, "report.gate", "report")
+    return "report"
+
+
+@sluice.workflow
+def report(directory: str) -> str:
+    return report_task(directory=directory)
+
+
+nightly = sluice.LaunchPlan(
+    "nightly",
+    report,
+    default_inputs={"directory": tempfile.gettempdir()},  # a firing needs one; tests pass theirs
+    concurrency=sluice.ConcurrencyPolicy(1, sluice.ConcurrencyBehavior.WAIT),
+    schedule=sluice.Schedule(cron="0 3 * * *"),
+)
