@@ -69,8 +69,9 @@ async def test_an_unknown_execution_is_a_404_page_naming_it(client: httpx.AsyncC
 async def test_a_quota_wait_shows_its_reason_and_position_then_clears(
     runtime: Runtime, engine: object, flows: ModuleType, client: httpx.AsyncClient, tmp_path: Path
 ) -> None:
-    gate = tmp_path / "warehouse.gate"
-    gate.touch()
+    gates = [tmp_path / f"{name}.gate" for name in flows.LOADS]
+    for gate in gates:
+        gate.touch()
     record = await runtime.launch(flows.warehouse_loads, {"directory": str(tmp_path)})
     url = f"/executions/{record.id}"
 
@@ -83,7 +84,8 @@ async def test_a_quota_wait_shows_its_reason_and_position_then_clears(
     quotas = await client.get("/quotas")
     assert "warehouse" in quotas.text and "1 / 1 in use" in quotas.text
     assert record.id in quotas.text  # as a holder and as waiters
-    gate.unlink()
+    for gate in gates:
+        gate.unlink()
     await eventually(lambda: finished(Sluice(runtime), record.id), "the loads finish")
     after = await client.get(url, headers=FRAGMENT)
     assert "waiting for warehouse" not in after.text and after.text.count("SUCCEEDED") >= 3

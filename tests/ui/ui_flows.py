@@ -30,13 +30,17 @@ def hold(directory: str, gate: str, name: str) -> None:
 
 @sluice.task(quotas=[sluice.Quota("warehouse")])
 def load(directory: str, name: str) -> str:
-    hold(directory, "warehouse.gate", name)
+    hold(directory, f"{name}.gate", name)
     return name
+
+
+LOADS = ("x1", "x2", "x3")
+"""The loads of `warehouse_loads`: each holds while its own gate, `x1.gate`..., exists."""
 
 
 @sluice.workflow
 def warehouse_loads(directory: str) -> None:
-    for name in ("x1", "x2", "x3"):
+    for name in LOADS:
         load(directory=directory, name=name)
 
 

@@ -80,7 +80,7 @@ async def abort(request: Request, sluice: Service, execution_id: str) -> Respons
     aborted = await sluice.abort(
         execution_id, form.get("reason") or "aborted from the web UI", wait=False
     )
-    target = form.get("next") or str(request.url_for("ui_execution", execution_id=aborted.id))
+    target = form.get("next") or request.url_for("ui_execution", execution_id=aborted.id).path
     return RedirectResponse(_local(target), status_code=303)
 
 
