@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
 import click
 from prometheus_client import start_http_server
 
-from sluice.cli.admin import (
-    _close_quietly,
-    _until_signal,
-    _until_signal_or,
-    quiet_expected_store_errors,
-)
+from sluice.cli.admin import close_quietly, quiet_expected_store_errors, until_signal
 from sluice.cli.common import run_async, state
-from sluice.concurrency.schedules import ScheduleRunner
-from sluice.errors import StoreGoneError
-from sluice.runtime import Runtime
-from sluice.service.local import run_controller_candidate
 
 
 @click.command("serve")
@@ -32,43 +20,23 @@ async def serve_command(
 ) -> None:
     """Run the concurrency controller (leading, or standing by while another process leads),
     the schedules of ACTIVE launch plans and an engine, until SIGINT or SIGTERM."""
-    runtime = await Runtime.open(state(ctx).settings, role="serve")
+    from sluice.service import Sluice
+
+    service = await Sluice.open(state(ctx).settings, role="serve")
+    runtime = service.runtime
     quiet_expected_store_errors(runtime.store.db.health)
     server = None
-    fatal: StoreGoneError | None = None
+    fatal = None
     try:
         if metrics_port is not None:
             server, _ = start_http_server(metrics_port, registry=runtime.metrics)
-        async with run_controller_candidate(runtime, metrics=True):
-            fatal = await _serve(runtime, engine, schedules)
+        line = f"sluice serve {runtime.instance_id} on {runtime.store.db.url.display}"
+        fatal = await service.serve(
+            until_signal(), engine=engine, schedules=schedules, ready=lambda: click.echo(line)
+        )
     finally:
         if server is not None:
             server.shutdown()
-        await _close_quietly(runtime, fatal)
+        await close_quietly(service, fatal)
     if fatal is not None:
         raise fatal  # one line, exit 4, as `sluice engine`
-
-
-async def _serve(
-    runtime: Runtime, with_engine: bool, with_schedules: bool
-) -> StoreGoneError | None:
-    """Serve until a signal (None), or until the engine finds the store gone (its error)."""
-    settings = runtime.settings
-    runner = ScheduleRunner(runtime.store, runtime.notifier, runtime.clock, settings.concurrency)
-    firing = asyncio.create_task(runner.run()) if with_schedules else None
-    engine = await runtime.engine() if with_engine else None
-    if engine is not None:
-        await engine.start()
-    click.echo(f"sluice serve {runtime.instance_id} on {runtime.store.db.url.display}")
-    try:
-        if engine is None:
-            await _until_signal()
-            return None
-        return await _until_signal_or(engine.wait_fatal())
-    finally:
-        if engine is not None:
-            await engine.stop()
-        if firing is not None:
-            firing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await firing

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Awaitable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,9 +28,10 @@ from sluice.errors import (
     InvalidQuotaError,
     NotFoundError,
     PermissionDeniedError,
+    StoreGoneError,
 )
 from sluice.runtime import Runtime, resolve_target
-from sluice.service import convert, inventory
+from sluice.service import convert, inventory, serving
 from sluice.service import executions as ex
 from sluice.service import models as m
 from sluice.service.inputs import Inputs, resolve_inputs
@@ -396,6 +397,28 @@ class Sluice:
 
     async def plugins(self) -> list[m.Plugin]:
         return await inventory.plugins(self.runtime)
+
+    # Long-running.
+    async def run_engine(
+        self, stop: Awaitable[object], ready: serving.Ready = serving.nothing
+    ) -> StoreGoneError | None:
+        """Claim and drive executions until `stop` completes; the store's error if it is
+        gone for good (the caller exits 4). `ready` is called once the engine runs."""
+        return await serving.run_engine(self.runtime, stop, ready)
+
+    async def serve(
+        self,
+        stop: Awaitable[object],
+        *,
+        engine: bool = True,
+        schedules: bool = True,
+        ready: serving.Ready = serving.nothing,
+    ) -> StoreGoneError | None:
+        """The controller candidate, the schedules and (with `engine`) an engine, until `stop`
+        completes; the store's error if it is gone for good."""
+        return await serving.serve(
+            self.runtime, stop, engine=engine, schedules=schedules, ready=ready
+        )
 
     # Scope.
     def _project_domain(self, project: str | None, domain: str | None) -> tuple[str, str]:
