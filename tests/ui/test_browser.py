@@ -142,3 +142,35 @@ async def test_a_cache_wait_shows_its_owner_then_the_hit(
 
 async def _started(directory: Path) -> bool:
     return bool(started(directory))
+
+
+async def test_the_pending_queue_shows_positions_and_its_abort_button_works(
+    runtime: Runtime,
+    engine: object,
+    flows: ModuleType,
+    browser: Any,
+    base_url: str,
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "report.gate"
+    gate.touch()
+    sluice = Sluice(runtime)
+    await sluice.register_launch_plan(flows.nightly, activate=True)
+    inputs = {"directory": str(tmp_path)}
+    running = await sluice.create("nightly", inputs)
+    queued = await sluice.create("nightly", inputs)
+    errors = ConsoleErrors()
+    page = errors.watch(await browser.new_page(viewport=DESKTOP))
+    await page.goto(f"{base_url}/launch-plans")
+    row = page.locator(f'tr[data-execution="{queued.id}"]')
+    assert (await row.locator("td").first.inner_text()).strip() == "1"
+    assert queued.reason in await row.inner_text()
+    await screenshot(page, "launch-plans")
+
+    await page.locator(f"#abort-{queued.id}").click()
+    await page.wait_for_url("**/launch-plans")
+    await row.wait_for(state="detached", timeout=LIVE)
+    assert (await sluice.execution(queued.id)).phase == "ABORTED"
+    gate.unlink()
+    await eventually(lambda: finished(sluice, running.id), "the running execution ends")
+    assert errors.seen == []

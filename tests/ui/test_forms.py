@@ -36,7 +36,12 @@ async def test_the_pending_queue_abort_and_activation_buttons(
     assert queued.phase == "PENDING" and queued.position == 1
 
     page = await client.get("/launch-plans")
-    assert "nightly" in page.text and "ACTIVE" in page.text and "0 3 * * *" in page.text
+    assert (
+        "nightly" in page.text
+        and "ACTIVE" in page.text
+        and "cron 0 3 * * * (UTC)" in page.text
+        and "WAIT, at most 1 active" in page.text
+    )
     assert "Next firings" in page.text
     row = page.text.split(f'data-execution="{queued.id}"')[1].split("</tr>")[0]
     assert "<td>1</td>" in row and queued.reason in row

@@ -81,6 +81,11 @@ async def test_a_quota_wait_shows_its_reason_and_position_then_clears(
 
     text = await eventually(waiting_line, "a node waits for the warehouse quota")
     assert "position 1" in text and "position 2" in text
+    details = [(await client.get(url, params={"node": n})).text for n in flows.NODES]
+    waits = [t.split('class="wait-reason quota-wait"')[1] for t in details if "quota-wait" in t]
+    assert len(waits) == 2  # the holder does not wait; each waiter names the holder
+    assert all("1/1 in use (held by" in w and f"{record.id}/load" in w for w in waits)
+    assert sorted(w.split("position ")[1][0] for w in waits) == ["1", "2"]
     quotas = await client.get("/quotas")
     assert "warehouse" in quotas.text and "1 / 1 in use" in quotas.text
     assert record.id in quotas.text  # as a holder and as waiters

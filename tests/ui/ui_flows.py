@@ -36,6 +36,8 @@ def load(directory: str, name: str) -> str:
 
 LOADS = ("x1", "x2", "x3")
 """The loads of `warehouse_loads`: each holds while its own gate, `x1.gate`..., exists."""
+NODES = ("load", "load-2", "load-3")
+"""Their node ids."""
 
 
 @sluice.workflow

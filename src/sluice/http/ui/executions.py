@@ -69,6 +69,7 @@ async def execution_page(
         "timeline": gantt.timeline(found.nodes, datetime.now(UTC)),
         "selected": selected,
         "reservation": await _reservation_of(sluice, found, selected),
+        "quota_waits": await _quota_waits(sluice, found, selected),
         "node_param": node,
     }
     return render(request, "execution", context)
@@ -112,3 +113,17 @@ async def _reservation_of(
         (r for r in await sluice.reservations() if r.owner.startswith(me) or me in r.waiters),
         None,
     )
+
+
+async def _quota_waits(
+    sluice: Sluice, execution: m.Execution, node: m.NodeExecution | None
+) -> list[tuple[m.Quota, m.Waiter]]:
+    """Each quota the node waits in, with its place in the queue (holders are in the quota)."""
+    if node is None or node.task_phase != "WAITING_FOR_RESOURCES":
+        return []
+    return [
+        (quota, waiter)
+        for quota in await sluice.quotas()
+        for waiter in quota.waiters
+        if waiter.execution_id == execution.id and waiter.node_id == node.node
+    ]

@@ -59,6 +59,27 @@ def error_text(error: dict[str, Any] | None) -> str:
     return text or pretty(error)
 
 
+def policy_text(policy: dict[str, Any] | None) -> str:
+    """A concurrency policy in words: "WAIT, at most 1 active, 5 pending"."""
+    if not policy:
+        return "none"
+    text = f"{policy.get('behavior')}, at most {policy.get('max')} active"
+    pending = policy.get("max_pending")
+    return text + (f", {pending} pending" if pending is not None else "")
+
+
+def schedule_text(schedule: dict[str, Any] | None) -> str:
+    """A schedule in words: "cron 0 3 * * * (UTC)" or "every 30.0s"."""
+    if not schedule:
+        return "none"
+    if schedule.get("cron"):
+        text = f"cron {schedule['cron']} ({schedule.get('timezone') or 'UTC'})"
+    else:
+        text = f"every {duration(schedule.get('fixed_rate'))}"
+    catch_up = schedule.get("catch_up")
+    return text + (f", catch-up: {catch_up}" if catch_up else "")
+
+
 def phase_class(phase: str | None) -> str:
     return (phase or "").lower().replace("_", "-")
 
@@ -69,7 +90,7 @@ def _environment() -> Jinja2Templates:
     filters.update(
         when=when, clock=clock_time, duration=duration, pretty=pretty, error_text=error_text
     )
-    filters["phase_class"] = phase_class
+    filters.update(phase_class=phase_class, policy=policy_text, schedule=schedule_text)
     return templates
 
 
