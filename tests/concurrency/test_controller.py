@@ -22,8 +22,8 @@ from concurrency.cc_support import (
 )
 from sluice.concurrency.caps import CapsService
 from sluice.concurrency.controller import ConcurrencyController
-from sluice.concurrency.launch import request_abort
 from sluice.embedded import await_decision, controller_for, run_controller_candidate
+from sluice.executions.launch import request_abort
 from sluice.runtime import Runtime
 from sluice.spec.phases import ExecutionPhase
 

@@ -10,9 +10,9 @@ import click
 from sluice.cli.common import EXIT_FAILED, EXIT_SKIPPED, print_json, run_async, state
 from sluice.cli.inputs import parse_inputs
 from sluice.cli.run import execution_json
-from sluice.concurrency.launch import claim_limits, create_execution, merge_inputs
-from sluice.concurrency.launch_plans import LaunchPlanService
 from sluice.embedded import await_decision, controller_if_pending, wait_for_end
+from sluice.executions.launch import claim_limits, create_execution, merge_inputs
+from sluice.executions.launch_plans import LaunchPlanService
 from sluice.runtime import Runtime
 from sluice.spec.names import check_entity_name
 from sluice.spec.phases import ExecutionPhase

@@ -18,9 +18,9 @@ from sluice.cancellation import wait_event
 from sluice.cli.common import EXIT_FAILED, iso, print_json, run_async, state
 from sluice.cli.progress import node_phase_label
 from sluice.cli.run import execution_json
-from sluice.concurrency.launch import request_abort
 from sluice.concurrency.repository import ConcurrencyRepository
 from sluice.errors import InvalidArgumentError, NotFoundError
+from sluice.executions.launch import request_abort
 from sluice.runtime import Runtime
 from sluice.spec.phases import ExecutionPhase
 from sluice.spec.values import MAX_LIST_LIMIT, check_count

@@ -9,9 +9,9 @@ from rich.console import Console
 from rich.table import Table
 
 from sluice.cli.common import iso, print_json, run_async, state
-from sluice.concurrency.launch_plans import LaunchPlanService
-from sluice.concurrency.policies import launch_plan_spec
 from sluice.errors import DefinitionError
+from sluice.executions.launch_plans import LaunchPlanService
+from sluice.executions.policies import launch_plan_spec
 from sluice.runtime import Runtime
 from sluice.sdk.launch_plan import LaunchPlan
 from sluice.sdk.loader import load_target

@@ -12,8 +12,8 @@ import click
 from sluice.cli.common import EXIT_FAILED, EXIT_SKIPPED, iso, opened, print_json, run_async
 from sluice.cli.inputs import parse_inputs
 from sluice.cli.progress import follow
-from sluice.concurrency.launch import merge_inputs, request_abort
 from sluice.embedded import controller_if_pending, prepare_launch_plan, wait_for_end
+from sluice.executions.launch import merge_inputs, request_abort
 from sluice.runtime import Runtime, resolve_target
 from sluice.sdk.loader import load_target
 from sluice.spec.phases import ExecutionPhase

@@ -15,9 +15,9 @@ from sluice.cli.admin import (
     quiet_expected_store_errors,
 )
 from sluice.cli.common import run_async, state
-from sluice.concurrency.schedules import ScheduleRunner
 from sluice.embedded import run_controller_candidate
 from sluice.errors import StoreGoneError
+from sluice.executions.schedules import ScheduleRunner
 from sluice.runtime import Runtime
 
 
