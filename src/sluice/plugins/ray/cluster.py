@@ -1,22 +1,17 @@
 """A Ray cluster on this machine, started and owned by one process: a head (with the
 dashboard, so the Jobs API) and worker nodes, every port on 127.0.0.1.
 
-Each node is a `ray start --block` process in its own session, stopped by its process id:
-SIGTERM (it stops the node's processes), then SIGKILL for any of its descendants still alive
-after the grace period. Never `ray stop`, which stops every Ray process of the machine by
-name. On Linux each node gets SIGTERM when the thread that started it dies, so a SIGKILLed
-engine does not leave its cluster behind.
+Each node is a `ray start --block` process (sluice.plugins.local_processes), stopped by its
+process id: SIGTERM (it stops the node's Ray processes), then SIGKILL for any left. Never
+`ray stop`, which stops every Ray process of the machine by name.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,9 +21,8 @@ from pathlib import Path
 import httpx
 
 from sluice.errors import SluiceError
+from sluice.plugins.local_processes import LOOPBACK, free_port, log_tail, start_owned, stop_owned
 
-LOOPBACK = "127.0.0.1"
-_PR_SET_PDEATHSIG = 1
 # Ray's own switches for a cluster that stays on loopback: its address is the loopback one
 # (not the host's external address) and it takes no token (nothing outside this host can
 # reach it).
@@ -49,35 +43,6 @@ _PORT_OPTIONS = (
 
 class ClusterStartError(SluiceError):
     """A local Ray cluster did not come up."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
-def _die_with_starter() -> None:  # runs in the child between fork and exec
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 class LocalRayCluster:
@@ -130,17 +95,8 @@ class LocalRayCluster:
         command = [self.python, "-m", "ray.scripts.scripts", "start", "--block", *options]
         command += [f"--node-ip-address={LOOPBACK}", f"--num-cpus={cpus}", *ports]
         command += [f"--temp-dir={self.temp_dir}", "--disable-usage-stats"]
-        log = open(Path(self.temp_dir) / f"node{len(self._nodes)}.log", "wb")  # noqa: SIM115
-        with log:
-            return subprocess.Popen(
-                command,
-                env=self.environment(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_starter,
-            )
+        log = Path(self.temp_dir) / f"node{len(self._nodes)}.log"
+        return start_owned(command, self.environment(), log)
 
     async def wait_ready(self, within: float) -> None:
         """Return once the head's Jobs API answers; ClusterStartError after `within` seconds."""
@@ -156,21 +112,11 @@ class LocalRayCluster:
         raise ClusterStartError(f"the Ray head did not answer in {within}s: {self._head_log()}")
 
     def _head_log(self) -> str:
-        path = Path(self.temp_dir) / "node0.log"
-        text = path.read_text(errors="replace") if path.exists() else ""
-        return text[-2000:].strip() or "(no output)"
+        return log_tail(Path(self.temp_dir) / "node0.log")
 
     def stop(self, grace: float = 15.0) -> None:
         """Stop every node by its process id, workers first; blocks up to `grace` per node."""
         for node in reversed(self._nodes):
-            family = _descendants(node.pid)
-            if node.poll() is None:
-                node.send_signal(signal.SIGTERM)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    node.wait(timeout=grace)
-            for pid in [node.pid, *family]:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            node.wait()
+            stop_owned(node, grace)
         self._nodes.clear()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
