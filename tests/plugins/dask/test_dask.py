@@ -93,7 +93,9 @@ async def test_a_restarted_plugin_takes_the_task_back_and_abort_cancels_it(
     inputs = {"path": str(tmp_path / "never"), "runs": str(runs), "timeout": 30.0}
     ctx = _context(flows.wait_for, f"abort{tmp_path.name}", **inputs)
     first = DaskPlugin(DaskPluginConfig(address=dask_address))
-    while (await first.handle(ctx)).info.phase is Phase.INITIALIZING:  # connecting
+    for _ in range(300):  # the first calls connect, then it submits
+        if (await first.handle(ctx)).info.phase is not Phase.INITIALIZING:
+            break
         await asyncio.sleep(0.2)
     for _ in range(100):  # running on a worker before the engine "dies"
         if runs.exists():
