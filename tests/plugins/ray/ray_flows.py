@@ -72,3 +72,14 @@ def held() -> None:
 @sluice.workflow
 def waiting(path: str) -> str:
     return wait_for(path=path, timeout=120.0)
+
+
+@sluice.task(type="ray", custom=RayJobConfig(head_cpus=1, shutdown_after_job=True))
+def on_own_cluster(x: int) -> int:
+    import ray
+
+    @ray.remote
+    def double(y: int) -> int:
+        return 2 * y
+
+    return int(ray.get(double.remote(x)))

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tests.plugins.ray.conftest import RAY_FLOWS
+from tests.plugins.ray.conftest import RAY_FLOWS, require_ray
 from tests.plugins.ray.helpers import cluster_jobs
 
 from sluice.errors import InvalidPluginConfigError
@@ -103,3 +103,31 @@ def test_the_answer_is_the_last_marked_line() -> None:
     assert find_answer(log) == {"outputs": 2}
     assert find_answer("nothing here\n") is None
     assert find_answer(f"{RESULT_MARKER}not json") is None
+
+
+def _alive(pids: set[int]) -> list[int]:
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+
+
+async def test_without_an_address_the_job_runs_on_a_local_cluster_stopped_after_it(
+    flows: ModuleType, tmp_path: Path
+) -> None:
+    require_ray()
+    plugin = RayPlugin(RayPluginConfig())
+    ctx = _context(flows.on_own_cluster, f"own{tmp_path.name}", x=21)
+    seen, nodes = [], set()
+    try:
+        for _ in range(600):
+            seen.append((await plugin.handle(ctx)).info)
+            nodes.update(pid for c in plugin._clusters.values() for pid in c.pids)
+            if seen[-1].phase.is_terminal():
+                break
+            await asyncio.sleep(0.3)
+        await plugin.finalize(ctx)
+        alive = _alive(nodes)
+    finally:
+        await plugin.close()
+    assert seen[0].phase is Phase.INITIALIZING and "local Ray cluster" in seen[0].reason
+    assert seen[-1].phase is Phase.SUCCESS, seen[-1]
+    assert ctx.written_outputs == {"o0": 42}  # the function used ray.remote on that cluster
+    assert nodes and alive == []  # stopped by finalize, right after the job
