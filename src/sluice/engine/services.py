@@ -12,6 +12,7 @@ from sluice.clock import Clock
 from sluice.config import EngineConfig
 from sluice.engine.context import EnvSecrets
 from sluice.engine.metrics import EngineMetrics
+from sluice.logs import TaskLogSink
 from sluice.plugins.core.registry import PluginRegistry
 from sluice.resources.models import ResourceManager
 
@@ -56,3 +57,5 @@ class EngineServices:
     metrics: CollectorRegistry
     engine_id: str
     counters: EngineMetrics | None = None
+    logs: TaskLogSink | None = None
+    """Where task output goes (a writer per attempt); None discards it."""

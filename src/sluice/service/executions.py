@@ -100,7 +100,7 @@ async def by_id_or_prefix(
     exist."""
     record = await repos.executions.get(text)
     if record is None:
-        matches = await repos.executions.ids_starting_with(text, MATCHES_SHOWN + 1)
+        matches = await repos.executions.ids_starting_with(text, MATCHES_SHOWN + 1, projects)
         if len(matches) > 1:
             more = ", ..." if len(matches) > MATCHES_SHOWN else ""
             listed = ", ".join(matches[:MATCHES_SHOWN]) + more

@@ -31,11 +31,12 @@ from sluice.errors import (
     StoreGoneError,
 )
 from sluice.runtime import Runtime, resolve_target
-from sluice.service import convert, inventory, serving
+from sluice.service import convert, inventory, serving, visibility
 from sluice.service import executions as ex
 from sluice.service import models as m
 from sluice.service.inputs import Inputs, resolve_inputs
 from sluice.service.local import LocalRun, await_decision, drive_here, prepare_launch_plan
+from sluice.service.tokens import Tokens
 from sluice.spec.names import check_entity_name, check_scope_name
 from sluice.spec.phases import ExecutionPhase
 from sluice.spec.values import MAX_LIST_LIMIT, check_count
@@ -345,7 +346,7 @@ class Sluice:
 
     # Quotas, locks, cache, concurrency, plugins.
     async def quotas(self, namespace: str | None = None) -> list[m.Quota]:
-        return await inventory.quotas(self.runtime, namespace)
+        return visibility.quotas(await inventory.quotas(self.runtime, namespace), self._seen)
 
     async def set_quota(self, namespace: str, value: int) -> m.Quota:
         """Set a namespace's quota for every process (wins over config and plugins); lowering
@@ -358,13 +359,15 @@ class Sluice:
         return (await inventory.quotas(self.runtime, namespace))[0]
 
     async def locks(self) -> list[m.Lock]:
-        return await inventory.locks(self.runtime)
+        found = await inventory.locks(self.runtime)
+        return await visibility.locks(self.runtime, found, self._seen)
 
     async def cache_entries(self, task: str | None = None, limit: int = 100) -> list[m.CacheEntry]:
         limit = check_count("limit", limit, InvalidArgumentError, low=1, high=MAX_LIST_LIMIT)
         if task is not None:
             check_entity_name("task", task)
-        return await inventory.cache_entries(self.runtime, task, limit)
+        found = await inventory.cache_entries(self.runtime, task, limit)
+        return await visibility.cache_entries(self.runtime, found, self._seen)
 
     async def remove_cache_entries(
         self, keys: Collection[str] = (), task: str | None = None
@@ -375,10 +378,11 @@ class Sluice:
         return await inventory.remove_cache_entries(self.runtime, tuple(keys), task)
 
     async def reservations(self) -> list[m.Reservation]:
-        return await inventory.reservations(self.runtime)
+        found = await inventory.reservations(self.runtime)
+        return await visibility.reservations(self.runtime, found, self._seen)
 
     async def caps(self) -> list[m.Cap]:
-        return await inventory.caps(self.runtime)
+        return visibility.caps(await inventory.caps(self.runtime), self._seen)
 
     async def set_cap(self, scope: str, value: int | None) -> None:
         """Cap the active executions of `PROJECT` or `PROJECT/DOMAIN` (None removes the
@@ -393,7 +397,8 @@ class Sluice:
         await caps.set(project, domain, value)
 
     async def controller_status(self) -> m.ControllerStatus:
-        return await inventory.controller_status(self.runtime)
+        found = await inventory.controller_status(self.runtime)
+        return visibility.controller_status(found, self._seen)
 
     async def plugins(self) -> list[m.Plugin]:
         return await inventory.plugins(self.runtime)
@@ -420,7 +425,21 @@ class Sluice:
             self.runtime, stop, engine=engine, schedules=schedules, ready=ready
         )
 
+    @property
+    def tokens(self) -> Tokens:
+        """API bearer tokens: created, listed and revoked by an unscoped caller."""
+        return Tokens(self.runtime, self.scope)
+
+    async def readiness(self) -> m.Health:
+        """Whether the store answers a query now (ok False, with the reason, if not)."""
+        return await inventory.readiness(self.runtime)
+
     # Scope.
+    @property
+    def _seen(self) -> frozenset[str] | None:
+        """The projects whose holders, waiters and entries this caller sees (None: all)."""
+        return self.scope.projects
+
     def _project_domain(self, project: str | None, domain: str | None) -> tuple[str, str]:
         project = project or self.settings.project
         domain = domain or self.settings.domain

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from sluice.concurrency.caps import CapsService
 from sluice.concurrency.repository import ConcurrencyRepository
-from sluice.errors import InvalidArgumentError, NotFoundError
+from sluice.errors import InvalidArgumentError, NotFoundError, StoreError
 from sluice.plugins.builtin import builtin_entries
 from sluice.plugins.core.phase import Phase
 from sluice.resources import NamespaceSnapshot
@@ -15,6 +15,7 @@ from sluice.service import convert
 from sluice.service import models as m
 from sluice.service.local import controller_live
 from sluice.spec.names import LOCK_PREFIX, check_namespace_name, lock_name_problem
+from sluice.store.migrate import head_revision
 from sluice.store.records import NodeRecord
 from sluice.store.store import Repos
 
@@ -197,3 +198,12 @@ async def plugins(runtime: Runtime) -> list[m.Plugin]:
         )
         for e in registry.entries
     ]
+
+
+async def readiness(runtime: Runtime) -> m.Health:
+    db = runtime.store.db
+    try:
+        await db.probe()
+    except StoreError as exc:
+        return m.Health(ok=False, database=db.dialect, detail=str(exc))
+    return m.Health(ok=True, database=db.dialect, schema_revision=head_revision())
