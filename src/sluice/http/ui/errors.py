@@ -15,7 +15,7 @@ from sluice.http.ui.templating import render
 _STATUS: list[tuple[type[SluiceError], int]] = [
     (NotFoundError, 404),
     (PermissionDeniedError, 403),
-    (InvalidArgumentError, 400),
+    (InvalidArgumentError, 422),  # as the API answers it
 ]
 
 
