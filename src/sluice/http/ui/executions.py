@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sluice.errors import NotFoundError
 from sluice.http.deps import service
 from sluice.http.ui import csrf, gantt, graph
-from sluice.http.ui.errors import PageRoute
+from sluice.http.ui.errors import PageRoute, local_path
 from sluice.http.ui.templating import render
 from sluice.service import Sluice
 from sluice.service import models as m
@@ -86,12 +86,7 @@ async def abort(request: Request, sluice: Service, execution_id: str) -> Respons
         execution_id, form.get("reason") or "aborted from the web UI", wait=False
     )
     target = form.get("next") or request.url_for("ui_execution", execution_id=aborted.id).path
-    return RedirectResponse(_local(target), status_code=303)
-
-
-def _local(target: str) -> str:
-    """Only a path on this server: a form cannot send the browser elsewhere."""
-    return target if target.startswith("/") and not target.startswith("//") else "/"
+    return RedirectResponse(local_path(target), status_code=303)
 
 
 def _selected(execution: m.Execution, wanted: str) -> m.NodeExecution | None:
