@@ -30,11 +30,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from sluice.cache import Catalog
 from sluice.cancellation import reraise_cancellation, wait_event
 from sluice.config import CacheConfig, ResourcesConfig
+from sluice.engine.admission import NodeAdmission
 from sluice.engine.cache_gate import CacheGate
 from sluice.engine.claims import ClaimsGate
 from sluice.engine.executor import ExecutionDriver, LostOwnership
 from sluice.engine.ownership import Ownership
-from sluice.engine.scheduling import Scheduling
 from sluice.engine.services import EngineServices
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import SluiceError, StoreGoneError
@@ -71,7 +71,7 @@ class Engine:
         self.catalog = catalog
         self.resources = resources
         rules = (resources_config or ResourcesConfig()).lock_rules
-        self.scheduling = Scheduling(
+        self.scheduling = NodeAdmission(
             services.config, services.clock, self.enqueue, self._find, resources, rules
         )
         cache = (

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from sluice.errors import DefinitionError
+from sluice.locks.names import template_problem
 from sluice.sdk.interface import (
     build_interface,
     decode_inputs,
@@ -20,7 +21,6 @@ from sluice.sdk.interface import (
 )
 from sluice.sdk.naming import module_file, module_name
 from sluice.spec.canonical import canonical_json, digest
-from sluice.spec.locks import template_problem
 from sluice.spec.models import (
     CacheSpec,
     Claims,

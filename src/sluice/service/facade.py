@@ -17,10 +17,6 @@ from typing import Any
 from sluice.cancellation import wait_event
 from sluice.clock import Clock
 from sluice.concurrency.caps import CapsService
-from sluice.concurrency.launch import claim_limits, create_execution, merge_inputs, request_abort
-from sluice.concurrency.launch_plans import LaunchPlanService
-from sluice.concurrency.policies import launch_plan_spec
-from sluice.concurrency.schedules import next_firing
 from sluice.config import Settings
 from sluice.errors import (
     DefinitionError,
@@ -30,6 +26,10 @@ from sluice.errors import (
     PermissionDeniedError,
     StoreGoneError,
 )
+from sluice.executions.launch import claim_limits, create_execution, merge_inputs, request_abort
+from sluice.executions.launch_plans import LaunchPlanService
+from sluice.executions.policies import launch_plan_spec
+from sluice.executions.schedules import next_firing
 from sluice.runtime import Runtime, resolve_target
 from sluice.service import convert, inventory, serving, visibility
 from sluice.service import executions as ex

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sluice.concurrency.locks.model import LockTask, WaitInfo
-from sluice.concurrency.locks.table import LockTable
-from sluice.concurrency.locks.waitlist import WaitList
+from sluice.locks.model import LockTask, WaitInfo
+from sluice.locks.table import LockTable
+from sluice.locks.waitlist import WaitList
 
 _NAMED_LOCKS = 3
 """Reasons name this many blocking locks, then count the rest."""

@@ -7,7 +7,7 @@ pure and in memory: the engine reports events (`submit`, `cancel`, `finish`, `re
 `lock_freed`) and asks `select()` which tasks to start now. Time comes from the injected clock,
 so a benchmark drives it in simulated time. It is not thread-safe: one engine loop owns it.
 
-Order. `select()` starts ready tasks in the policy's order (see locks/orderings.py: "fifo",
+Order. `select()` starts ready tasks in the policy's order (see orderings.py: "fifo",
 "shared_locks_first", and "default", the bottleneck-first policy) and is work-conserving:
 when it returns, either every slot is in use or no waiting task fits, except that an urgent
 task's reserved locks do not fit tasks that arrived after it became urgent (below). A blocked
@@ -40,12 +40,12 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from sluice.clock import Clock
-from sluice.concurrency.locks.model import LockTask, WaitInfo
-from sluice.concurrency.locks.orderings import POLICY_NAMES, make_ordering
-from sluice.concurrency.locks.reasons import WaitExplainer
-from sluice.concurrency.locks.table import LockTable
-from sluice.concurrency.locks.waitlist import Entry, WaitList
 from sluice.errors import InvalidArgumentError
+from sluice.locks.model import LockTask, WaitInfo
+from sluice.locks.orderings import POLICY_NAMES, make_ordering
+from sluice.locks.reasons import WaitExplainer
+from sluice.locks.table import LockTable
+from sluice.locks.waitlist import Entry, WaitList
 
 __all__ = ["POLICY_NAMES", "LockScheduler", "LockTask", "WaitInfo"]
 

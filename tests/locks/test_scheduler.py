@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from sluice.clock import FakeClock
-from sluice.concurrency.locks.model import SortKey
-from sluice.concurrency.locks.orderings import Ordering, make_ordering
-from sluice.concurrency.scheduler import LockScheduler, LockTask
 from sluice.errors import InvalidArgumentError
+from sluice.locks.model import SortKey
+from sluice.locks.orderings import Ordering, make_ordering
+from sluice.locks.scheduler import LockScheduler, LockTask
 
 POLICIES = ("default", "fifo", "shared_locks_first")
 
@@ -271,7 +271,7 @@ def test_an_event_touches_only_the_tasks_it_concerns(
     policy: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counting = CountingOrdering(make_ordering(policy))
-    monkeypatch.setattr("sluice.concurrency.scheduler.make_ordering", lambda name: counting)
+    monkeypatch.setattr("sluice.locks.scheduler.make_ordering", lambda name: counting)
     s = scheduler(policy, parallelism=200)
     for index in range(100):
         s.submit(task(f"holder{index}", f"shard/{index}"))

@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sluice.clock import FakeClock
-from sluice.concurrency.locks.reference import _KEYS, ReferenceLockScheduler
-from sluice.concurrency.scheduler import LockScheduler, LockTask
+from sluice.locks.scheduler import LockScheduler, LockTask
+from support.lock_reference import _KEYS, ReferenceLockScheduler
 
 POLICIES = ("default", "fifo", "shared_locks_first")
 LOCKS = tuple(f"L{index}" for index in range(6))

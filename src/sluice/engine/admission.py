@@ -12,10 +12,10 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from sluice.clock import Clock
-from sluice.concurrency.scheduler import LockScheduler, LockTask, WaitInfo
 from sluice.config import EngineConfig
 from sluice.engine.claims import LOCK_PREFIX, RecordingResourceManager, lock_capacity
 from sluice.engine.state import NodeState
+from sluice.locks.scheduler import LockScheduler, LockTask, WaitInfo
 from sluice.resources import Holder, NoopResourceManager, QuotaManager, ResourceManager
 from sluice.store.notify import WAKE_ALL
 
@@ -27,8 +27,8 @@ def task_id(execution_id: str, node_id: str) -> str:
     return f"{execution_id}/{node_id}"
 
 
-class Scheduling:
-    """The engine's side of the task handler (the services.Scheduling protocol)."""
+class NodeAdmission:
+    """The engine's side of the task handler (the services.NodeAdmission protocol)."""
 
     def __init__(
         self,

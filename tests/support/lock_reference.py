@@ -8,7 +8,7 @@ O(waiting tasks x locks per task) plus a sort. Two deliberate differences from t
 code: tasks are ranked by execution creation time first, as the seed's prose asks, and the
 sharing count is taken over all waiting tasks rather than over the currently startable ones
 (the incremental scheduler keeps that count up to date; the startable set would change at
-every start). Urgency and reservations follow the starvation rules of scheduler.py.
+every start). Urgency and reservations follow the starvation rules of sluice/locks/scheduler.py.
 
 The benchmark runs it as "the seed's reference"; the tests use it as an oracle: on any
 sequence of events it must select exactly what LockScheduler selects, for every policy.
@@ -21,9 +21,9 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 
 from sluice.clock import Clock
-from sluice.concurrency.locks.model import LockTask, SortKey
-from sluice.concurrency.locks.orderings import POLICY_NAMES, work_units
 from sluice.errors import InvalidArgumentError
+from sluice.locks.model import LockTask, SortKey
+from sluice.locks.orderings import POLICY_NAMES, work_units
 
 _Waiting = dict[str, tuple[LockTask, float]]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from sluice.clock import FakeClock
 from sluice.config import EngineConfig
-from sluice.engine.scheduling import Scheduling
+from sluice.engine.admission import NodeAdmission
 
 
-def _scheduling() -> tuple[Scheduling, list[tuple[str, list[str]]]]:
+def _scheduling() -> tuple[NodeAdmission, list[tuple[str, list[str]]]]:
     woken: list[tuple[str, list[str]]] = []
-    scheduling = Scheduling(
+    scheduling = NodeAdmission(
         EngineConfig(workers=1),
         FakeClock(),
         lambda e, n: woken.append((e, list(n))),

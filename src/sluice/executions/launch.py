@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sluice.clock import Clock
-from sluice.concurrency.policies import UNDECIDED_REASON, needs_controller
 from sluice.errors import (
     BackendUnavailableError,
     ClaimNeverFitsError,
@@ -17,9 +16,10 @@ from sluice.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
+from sluice.executions.policies import UNDECIDED_REASON, needs_controller
 from sluice.ids import new_execution_id
+from sluice.locks.names import capacity_of, fill_template, template_problem
 from sluice.resources.models import Claim
-from sluice.spec.locks import capacity_of, fill_template, template_problem
 from sluice.spec.models import Binding, LaunchPlanSpec, NodeSpec, TaskSpec, WorkflowSpec
 from sluice.spec.names import check_entity_name, check_scope_name
 from sluice.spec.phases import ExecutionPhase
@@ -100,7 +100,7 @@ async def create_execution(
     """Register the workflow (and the launch plan version, INACTIVE if new), then insert the
     execution, its nodes and its first event in one transaction. PENDING when a concurrency
     policy governs the launch plan name or a platform cap governs the project (the controller
-    decides, see concurrency/policies.py), else QUEUED. Returns None when this schedule
+    decides, see executions/policies.py), else QUEUED. Returns None when this schedule
     firing exists already. Names, and claims that could never be granted (see
     `check_launch`), are refused before anything is written."""
     values = merge_inputs(workflow, inputs, launch_plan)

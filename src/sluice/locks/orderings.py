@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Protocol
 
-from sluice.concurrency.locks.model import LockTask, SortKey
 from sluice.errors import InvalidArgumentError
+from sluice.locks.model import LockTask, SortKey
 
 
 def work_units(task: LockTask) -> int:

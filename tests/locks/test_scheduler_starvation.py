@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from sluice.clock import FakeClock
-from sluice.concurrency.scheduler import LockScheduler, LockTask
+from sluice.locks.scheduler import LockScheduler, LockTask
 
 POLICIES = ("default", "fifo", "shared_locks_first")
 BOUND = 100.0

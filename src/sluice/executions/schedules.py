@@ -27,9 +27,9 @@ from croniter import croniter
 
 from sluice.cancellation import reraise_cancellation
 from sluice.clock import Clock
-from sluice.concurrency.launch import create_execution
-from sluice.concurrency.policies import LAUNCH_PLANS_CHANNEL, launch_plan_spec
 from sluice.config import ConcurrencyConfig
+from sluice.executions.launch import create_execution
+from sluice.executions.policies import LAUNCH_PLANS_CHANNEL, launch_plan_spec
 from sluice.spec.models import LaunchPlanSpec, Schedule
 from sluice.store.notify import Notifier
 from sluice.store.records import ExecutionRecord, LaunchPlanRecord

@@ -8,9 +8,9 @@ partial unique index refuses a second one). Each change is announced on the
 from __future__ import annotations
 
 from sluice.clock import Clock
-from sluice.concurrency.launch import check_definitions, merge_inputs
-from sluice.concurrency.policies import LAUNCH_PLANS_CHANNEL, launch_plan_spec
 from sluice.errors import DefinitionError, NotFoundError
+from sluice.executions.launch import check_definitions, merge_inputs
+from sluice.executions.policies import LAUNCH_PLANS_CHANNEL, launch_plan_spec
 from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
 from sluice.store.notify import Notifier
 from sluice.store.records import LaunchPlanRecord

@@ -13,10 +13,10 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sluice.concurrency.locks.model import LockTask, SortKey
-from sluice.concurrency.locks.orderings import Ordering
-from sluice.concurrency.locks.queue import ReadyQueue
-from sluice.concurrency.locks.table import LockTable
+from sluice.locks.model import LockTask, SortKey
+from sluice.locks.orderings import Ordering
+from sluice.locks.queue import ReadyQueue
+from sluice.locks.table import LockTable
 
 
 @dataclass(eq=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
-from sluice.concurrency.locks.model import SortKey
+from sluice.locks.model import SortKey
 
 
 class ReadyQueue:
