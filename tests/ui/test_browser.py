@@ -51,9 +51,11 @@ async def test_waits_change_live_and_abort_works(
 ) -> None:
     for name in flows.LOADS:
         (tmp_path / f"{name}.gate").touch()
-    record = await runtime.launch(flows.warehouse_loads, {"directory": str(tmp_path)})
     errors = ConsoleErrors()
     page = errors.watch(await browser.new_page(viewport=DESKTOP))
+    await page.goto(f"{base_url}/")
+    record = await runtime.launch(flows.warehouse_loads, {"directory": str(tmp_path)})
+    await page.wait_for_selector(f'tr[data-execution="{record.id}"]', timeout=LIVE)  # no reload
     await page.goto(f"{base_url}/executions/{record.id}")
 
     nodes = page.locator("table.nodes")
@@ -84,6 +86,14 @@ async def test_waits_change_live_and_abort_works(
     await page.keyboard.press("Enter")
     await page.wait_for_url("**?node=*")
     assert await page.locator(".node-detail").count() == 1
+
+    await page.locator("#node-link-2").focus()
+    await page.evaluate(
+        "window.swaps = 0; document.addEventListener('htmx:afterSettle', () => window.swaps++); 0"
+    )
+    await page.wait_for_function("window.swaps >= 2", timeout=LIVE)
+    focused = await page.evaluate("document.activeElement.id")
+    assert focused == "node-link-2", f"a poll took the keyboard focus away (now on {focused!r})"
 
     await page.locator("#abort-button").click()
     await page.wait_for_selector("#execution-phase:text-matches('ABORT')", timeout=LIVE)

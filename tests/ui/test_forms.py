@@ -98,3 +98,31 @@ async def test_an_abort_redirect_stays_on_this_server(
         data={"csrf_token": token, "next": "//evil.example/"},
     )
     assert answer.status_code == 303 and answer.headers["location"] == "/"
+
+
+async def test_a_server_that_needs_tokens_sends_the_browser_to_sign_in(runtime: Runtime) -> None:
+    from sluice.http.app import create_app
+    from sluice.http.auth import token_auth
+
+    sluice = Sluice(runtime)
+    issued = await sluice.tokens.create(["default"])
+    app = create_app(sluice, authorize=token_auth(sluice, required=True))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://ui.example") as client:
+        first = await client.get("/quotas")
+        assert first.status_code == 303
+        assert first.headers["location"] == "/sign-in?next=%2Fquotas"
+        token = await token_of(client, first.headers["location"])
+        wrong = await client.post(
+            "/sign-in", data={"csrf_token": token, "token": "nope", "next": "/quotas"}
+        )
+        assert wrong.status_code == 401 and "not valid" in wrong.text
+        right = await client.post(
+            "/sign-in", data={"csrf_token": token, "token": issued.secret, "next": "/quotas"}
+        )
+        assert right.status_code == 303 and right.headers["location"] == "/quotas"
+        page = await client.get("/quotas")
+        assert page.status_code == 200 and "Sign out" in page.text
+        out = await client.post("/sign-out", data={"csrf_token": token})
+        assert out.status_code == 303
+        assert (await client.get("/quotas")).status_code == 303

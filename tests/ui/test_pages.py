@@ -135,3 +135,18 @@ async def test_the_static_files_are_served(client: httpx.AsyncClient) -> None:
     htmx = await client.get("/static/ui/htmx.min.js")
     assert htmx.status_code == 200 and "Zero-Clause BSD" in htmx.text[:400]
     assert (await client.get("/static/ui/ui.css")).status_code == 200
+
+
+async def test_the_served_app_includes_the_pages_and_their_assets(runtime: Runtime) -> None:
+    from sluice.http.app import create_app
+    from sluice.http.deps import open_scope
+
+    app = create_app(Sluice(runtime), authorize=open_scope)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        for path in ("/", "/quotas", "/locks", "/cache", "/launch-plans"):
+            page = await client.get(path)
+            assert page.status_code == 200 and "<h1>" in page.text, path
+        assert (await client.get("/static/ui/htmx.min.js")).status_code == 200
+        missing = await client.get("/executions/x1nothere")
+        assert missing.status_code == 404 and "x1nothere" in missing.text

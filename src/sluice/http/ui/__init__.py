@@ -11,7 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from sluice.http.ui import executions, inventory, launch_plans
+from sluice.http.ui import executions, inventory, launch_plans, sign_in
 from sluice.http.ui.templating import STATIC_DIR, STATIC_PATH
 
 STATIC_NAME = "ui_static"
@@ -19,7 +19,7 @@ STATIC_NAME = "ui_static"
 
 def ui_router() -> APIRouter:
     router = APIRouter()
-    for part in (executions.router, inventory.router, launch_plans.router):
+    for part in (executions.router, inventory.router, launch_plans.router, sign_in.router):
         router.include_router(part)
     return router
 

@@ -10,9 +10,10 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from sluice.errors import NotFoundError
 from sluice.http.deps import service
 from sluice.http.ui import csrf, gantt, graph
-from sluice.http.ui.errors import PageRoute
+from sluice.http.ui.errors import PageRoute, local_path
 from sluice.http.ui.templating import render
 from sluice.service import Sluice
 from sluice.service import models as m
@@ -22,6 +23,8 @@ from sluice.spec.phases import ExecutionPhase
 router = APIRouter(route_class=PageRoute)
 Service = Annotated[Sluice, Depends(service)]
 PAGE_SIZE = 50
+LOG_TAIL = 200
+"""Last lines of a node's log shown (re-read at each poll, so the panel follows the log)."""
 
 
 @router.get("/", response_class=HTMLResponse, name="ui_executions")
@@ -70,6 +73,7 @@ async def execution_page(
         "selected": selected,
         "reservation": await _reservation_of(sluice, found, selected),
         "quota_waits": await _quota_waits(sluice, found, selected),
+        "log": await _log_tail(sluice, found, selected),
         "node_param": node,
     }
     return render(request, "execution", context)
@@ -82,12 +86,7 @@ async def abort(request: Request, sluice: Service, execution_id: str) -> Respons
         execution_id, form.get("reason") or "aborted from the web UI", wait=False
     )
     target = form.get("next") or request.url_for("ui_execution", execution_id=aborted.id).path
-    return RedirectResponse(_local(target), status_code=303)
-
-
-def _local(target: str) -> str:
-    """Only a path on this server: a form cannot send the browser elsewhere."""
-    return target if target.startswith("/") and not target.startswith("//") else "/"
+    return RedirectResponse(local_path(target), status_code=303)
 
 
 def _selected(execution: m.Execution, wanted: str) -> m.NodeExecution | None:
@@ -127,3 +126,17 @@ async def _quota_waits(
         for waiter in quota.waiters
         if waiter.execution_id == execution.id and waiter.node_id == node.node
     ]
+
+
+async def _log_tail(
+    sluice: Sluice, execution: m.Execution, node: m.NodeExecution | None
+) -> str | None:
+    """The last lines of the node's current attempt; None when the service keeps no logs."""
+    read = getattr(sluice, "logs", None)  # the task logs verb
+    if node is None or read is None or node.phase == "NOT_STARTED":
+        return None
+    try:
+        lines = await read(execution.id, node.node, attempt=node.attempt)
+    except NotFoundError:  # the attempt has printed nothing yet
+        return ""
+    return "\n".join(line.text for line in lines[-LOG_TAIL:])

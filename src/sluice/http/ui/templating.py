@@ -12,6 +12,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from sluice.http.auth import COOKIE as TOKEN_COOKIE
 from sluice.http.ui import csrf
 from sluice.spec.phases import ExecutionPhase
 
@@ -123,4 +124,6 @@ def _page_context(request: Request, page: str, token: str) -> dict[str, Any]:
         "csrf_field": csrf.FIELD,
         "csrf_token": token,
         "terminal_phases": TERMINAL_PHASES,
+        "live": True,
+        "signed_in": TOKEN_COOKIE in request.cookies,
     }
