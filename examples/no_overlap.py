@@ -62,7 +62,7 @@ def main(seconds: float) -> None:
     env = dict(os.environ)
     env.setdefault("SLUICE_DATABASE_URL", f"sqlite:///{tempfile.mkdtemp()}/no_overlap.db")
     print(_sluice("launchplan", "register", f"{__file__}:no_overlap", "--activate", env=env))
-    serve = subprocess.Popen([sys.executable, "-m", "sluice", "serve"], env=env)
+    serve = subprocess.Popen([sys.executable, "-m", "sluice", "serve", "--no-http"], env=env)
     time.sleep(seconds)
     serve.send_signal(signal.SIGTERM)
     serve.wait()

@@ -85,7 +85,7 @@ class EngineConfig(_Section):
     """Retryable system failures (a dead worker, a lost engine) allowed beyond user retries."""
     scheduler_policy: Literal["default", "fifo", "shared_locks_first"] = "default"
     starvation_bound: float = Field(default=300.0, gt=0)
-    """Seconds after which a waiting task stops being overtaken (see concurrency/scheduler.py)."""
+    """Seconds after which a waiting task stops being overtaken (see locks/scheduler.py)."""
     plugin_call_timeout: float = Field(default=60.0, gt=0, allow_inf_nan=False)
     """Longest one plugin call (handle, abort, finalize) may take; an overrun is cancelled and
     fails the attempt as a retryable system error. A task's own timeout bounds it further."""

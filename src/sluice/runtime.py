@@ -13,13 +13,13 @@ from prometheus_client import CollectorRegistry
 
 from sluice.cache import Catalog
 from sluice.clock import Clock, SystemClock
-from sluice.concurrency.launch import check_launch, claim_limits, create_execution, merge_inputs
 from sluice.config import Settings
 from sluice.engine.context import EnvSecrets
 from sluice.engine.engine import Engine
 from sluice.engine.metrics import EngineMetrics
 from sluice.engine.services import EngineServices
 from sluice.errors import NotFoundError
+from sluice.executions.launch import check_launch, claim_limits, create_execution, merge_inputs
 from sluice.ids import new_instance_id
 from sluice.logs import LogFiles, TaskLogSink, log_store_url
 from sluice.logs.reader import LogReader

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sluice.cli.common import opened, print_json, run_async, state
+from sluice.cli.logging_setup import logging_options
 from sluice.errors import StoreGoneError
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ async def db_upgrade(ctx: click.Context) -> None:
 
 @click.command("engine")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve /metrics here.")
+@logging_options("INFO")
 @click.pass_context
 @run_async
 async def engine_command(ctx: click.Context, metrics_port: int | None) -> None:

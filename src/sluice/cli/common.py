@@ -23,10 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
-from sluice.config import Settings, load_config
 from sluice.errors import (
     BackendUnavailableError,
     MissingDependencyError,
@@ -35,6 +32,7 @@ from sluice.errors import (
 )
 
 if TYPE_CHECKING:
+    from sluice.config import Settings
     from sluice.service import Sluice
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SKIPPED, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
@@ -50,6 +48,8 @@ class CliState:
     @property
     def settings(self) -> Settings:
         if self._settings is None:
+            from sluice.config import load_config
+
             self._settings = load_config(self.config_path, **self.overrides)
         return self._settings
 
@@ -63,6 +63,9 @@ def exit_code_for(error: SluiceError) -> int:
 def fail(message: str, code: int) -> None:
     """One line on stderr; the message is escaped, so `pip install 'sluice[redis]'` and other
     bracketed text print as written, never read as rich markup."""
+    from rich.console import Console
+    from rich.markup import escape
+
     Console(stderr=True, highlight=False).print(
         f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True
     )

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from sluice.cli.common import EXIT_FAILED, EXIT_SKIPPED, iso, opened, print_json, run_async
+from sluice.cli.logging_setup import logging_options
 from sluice.cli.progress import TaskOutput, follow, task_output
 from sluice.sdk.loader import load_target
 from sluice.service import InputText, RunRequest, Sluice
@@ -32,6 +33,7 @@ from sluice.store.records import ExecutionRecord
 @click.option("--overwrite-cache", is_flag=True, help="Skip cache lookups; overwrite entries.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final execution as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not show what tasks print.")
+@logging_options("WARNING")
 @click.pass_context
 @run_async
 async def run_command(

@@ -40,7 +40,7 @@ from sluice.engine.bindings import check_outputs
 from sluice.engine.cache_gate import CacheGate
 from sluice.engine.claims import ClaimsGate, lock_names
 from sluice.engine.context import NodeContext, PendingState
-from sluice.engine.services import EngineServices, Scheduling
+from sluice.engine.services import EngineServices, NodeAdmission
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import InputError, PluginNotFoundError, SluiceError
 from sluice.faults import crash_point
@@ -91,7 +91,7 @@ class TaskHandler:
     def __init__(
         self,
         services: EngineServices,
-        scheduling: Scheduling,
+        scheduling: NodeAdmission,
         cache: CacheGate | None = None,
         claims: ClaimsGate | None = None,
     ) -> None:
@@ -472,6 +472,14 @@ class TaskHandler:
             )
             rec.task_phase, rec.phase_version = int(info.phase), info.version
             ex.mark_changed(node)
+            log.debug(
+                "%s/%s attempt %d: %s %s",
+                ex.id,
+                node.id,
+                rec.attempt + 1,
+                info.phase.name,
+                info.reason,
+            )
             if self.s.counters is not None:
                 self.s.counters.transitions.labels(info.phase.name).inc()
         if info.reason != rec.reason:

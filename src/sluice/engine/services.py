@@ -17,7 +17,7 @@ from sluice.plugins.core.registry import PluginRegistry
 from sluice.resources.models import ResourceManager
 
 
-class Scheduling(Protocol):
+class NodeAdmission(Protocol):
     """The engine's side of the task handler: wake-ups, admission and resource proxies."""
 
     def refresh(self, execution_id: str, node_id: str) -> None: ...

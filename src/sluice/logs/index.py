@@ -105,13 +105,3 @@ async def segments(
         query = query.where(task_logs.c.attempt == attempt)
     query = query.order_by(task_logs.c.node_id, task_logs.c.attempt, task_logs.c.segment)
     return [Segment.from_row(row) for row in (await conn.execute(query)).all()]
-
-
-async def log_sizes(conn: AsyncConnection, execution_id: str) -> dict[tuple[str, int], int]:
-    """Bytes of log kept per (node, attempt) of an execution (removed segments not counted)."""
-    query = (
-        sa.select(task_logs.c.node_id, task_logs.c.attempt, sa.func.sum(task_logs.c.bytes))
-        .where(task_logs.c.execution_id == execution_id, task_logs.c.removed == 0)
-        .group_by(task_logs.c.node_id, task_logs.c.attempt)
-    )
-    return {(row[0], row[1]): int(row[2]) for row in (await conn.execute(query)).all()}

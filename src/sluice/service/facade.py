@@ -17,10 +17,6 @@ from typing import Any
 from sluice.cancellation import wait_event
 from sluice.clock import Clock
 from sluice.concurrency.caps import CapsService
-from sluice.concurrency.launch import claim_limits, create_execution, merge_inputs, request_abort
-from sluice.concurrency.launch_plans import LaunchPlanService
-from sluice.concurrency.policies import launch_plan_spec
-from sluice.concurrency.schedules import next_firing
 from sluice.config import Settings
 from sluice.errors import (
     DefinitionError,
@@ -30,14 +26,18 @@ from sluice.errors import (
     PermissionDeniedError,
     StoreGoneError,
 )
-from sluice.logs.index import log_sizes
+from sluice.executions.launch import claim_limits, create_execution, merge_inputs, request_abort
+from sluice.executions.launch_plans import LaunchPlanService
+from sluice.executions.policies import launch_plan_spec
+from sluice.executions.schedules import next_firing
 from sluice.runtime import Runtime, resolve_target
-from sluice.service import convert, inventory, serving
+from sluice.service import convert, inventory, serving, visibility
 from sluice.service import executions as ex
 from sluice.service import logs as task_logs
 from sluice.service import models as m
 from sluice.service.inputs import Inputs, resolve_inputs
 from sluice.service.local import LocalRun, await_decision, drive_here, prepare_launch_plan
+from sluice.service.tokens import Tokens
 from sluice.spec.names import check_entity_name, check_scope_name
 from sluice.spec.phases import ExecutionPhase
 from sluice.spec.values import MAX_LIST_LIMIT, check_count
@@ -123,8 +123,8 @@ class Sluice:
         """One execution (by id or unique prefix) with its nodes and their attempts."""
         async with self.runtime.store.read() as repos:
             record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
-            sizes = await log_sizes(repos.conn, record.id)
-            return await ex.detail(repos, record, self.now(), with_events=events, log_bytes=sizes)
+            found = await ex.detail(repos, record, self.now(), with_events=events)
+        return await inventory.with_waits(self.runtime, found)
 
     async def events(self, execution_id: str, after: int = 0) -> list[m.Event]:
         """Events of one execution after the event id `after`, oldest first."""
@@ -407,7 +407,7 @@ class Sluice:
 
     # Quotas, locks, cache, concurrency, plugins.
     async def quotas(self, namespace: str | None = None) -> list[m.Quota]:
-        return await inventory.quotas(self.runtime, namespace)
+        return visibility.quotas(await inventory.quotas(self.runtime, namespace), self._seen)
 
     async def set_quota(self, namespace: str, value: int) -> m.Quota:
         """Set a namespace's quota for every process (wins over config and plugins); lowering
@@ -420,13 +420,15 @@ class Sluice:
         return (await inventory.quotas(self.runtime, namespace))[0]
 
     async def locks(self) -> list[m.Lock]:
-        return await inventory.locks(self.runtime)
+        found = await inventory.locks(self.runtime)
+        return await visibility.locks(self.runtime, found, self._seen)
 
     async def cache_entries(self, task: str | None = None, limit: int = 100) -> list[m.CacheEntry]:
         limit = check_count("limit", limit, InvalidArgumentError, low=1, high=MAX_LIST_LIMIT)
         if task is not None:
             check_entity_name("task", task)
-        return await inventory.cache_entries(self.runtime, task, limit)
+        found = await inventory.cache_entries(self.runtime, task, limit)
+        return await visibility.cache_entries(self.runtime, found, self._seen)
 
     async def remove_cache_entries(
         self, keys: Collection[str] = (), task: str | None = None
@@ -437,10 +439,11 @@ class Sluice:
         return await inventory.remove_cache_entries(self.runtime, tuple(keys), task)
 
     async def reservations(self) -> list[m.Reservation]:
-        return await inventory.reservations(self.runtime)
+        found = await inventory.reservations(self.runtime)
+        return await visibility.reservations(self.runtime, found, self._seen)
 
     async def caps(self) -> list[m.Cap]:
-        return await inventory.caps(self.runtime)
+        return visibility.caps(await inventory.caps(self.runtime), self._seen)
 
     async def set_cap(self, scope: str, value: int | None) -> None:
         """Cap the active executions of `PROJECT` or `PROJECT/DOMAIN` (None removes the
@@ -455,7 +458,8 @@ class Sluice:
         await caps.set(project, domain, value)
 
     async def controller_status(self) -> m.ControllerStatus:
-        return await inventory.controller_status(self.runtime)
+        found = await inventory.controller_status(self.runtime)
+        return visibility.controller_status(found, self._seen)
 
     async def plugins(self) -> list[m.Plugin]:
         return await inventory.plugins(self.runtime)
@@ -482,7 +486,21 @@ class Sluice:
             self.runtime, stop, engine=engine, schedules=schedules, ready=ready
         )
 
+    @property
+    def tokens(self) -> Tokens:
+        """API bearer tokens: created, listed and revoked by an unscoped caller."""
+        return Tokens(self.runtime, self.scope)
+
+    async def readiness(self) -> m.Health:
+        """Whether the store answers a query now (ok False, with the reason, if not)."""
+        return await inventory.readiness(self.runtime)
+
     # Scope.
+    @property
+    def _seen(self) -> frozenset[str] | None:
+        """The projects whose holders, waiters and entries this caller sees (None: all)."""
+        return self.scope.projects
+
     def _project_domain(self, project: str | None, domain: str | None) -> tuple[str, str]:
         project = project or self.settings.project
         domain = domain or self.settings.domain

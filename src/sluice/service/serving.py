@@ -7,8 +7,8 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from sluice.concurrency.schedules import ScheduleRunner
 from sluice.errors import StoreGoneError
+from sluice.executions.schedules import ScheduleRunner
 from sluice.runtime import Runtime
 from sluice.service.local import run_controller_candidate
 

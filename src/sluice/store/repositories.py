@@ -127,17 +127,28 @@ class ExecutionRepository:
         query = query.order_by(t.c.created_at.desc(), t.c.id.desc()).limit(limit)
         return [_execution(row) for row in await self._conn.execute(query)]
 
-    async def ids_starting_with(self, prefix: str, limit: int) -> builtins.list[str]:
-        """Ids that start with `prefix` (taken literally), in order, at most `limit`."""
+    async def ids_starting_with(
+        self, prefix: str, limit: int, projects: Collection[str] | None = None
+    ) -> builtins.list[str]:
+        """Ids that start with `prefix` (taken literally), in order, at most `limit`; only
+        executions of `projects` when given."""
         t = self._t
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        query = (
-            sa.select(t.c.id)
-            .where(t.c.id.like(f"{escaped}%", escape="\\"))
-            .order_by(t.c.id)
-            .limit(limit)
-        )
+        query = sa.select(t.c.id).where(t.c.id.like(f"{escaped}%", escape="\\"))
+        if projects is not None:
+            query = query.where(t.c.project.in_(list(projects)))
+        query = query.order_by(t.c.id).limit(limit)
         return [row[0] for row in await self._conn.execute(query)]
+
+    async def projects_of(self, execution_ids: Collection[str]) -> dict[str, str]:
+        """The project of each of these executions that exists."""
+        t = self._t
+        found: dict[str, str] = {}
+        ids = sorted(set(execution_ids))
+        for start in range(0, len(ids), 500):  # bounded IN lists
+            query = sa.select(t.c.id, t.c.project).where(t.c.id.in_(ids[start : start + 500]))
+            found.update({row[0]: row[1] for row in await self._conn.execute(query)})
+        return found
 
     async def compare_and_set_phase(
         self,

@@ -326,3 +326,17 @@ task_logs = sa.Table(
     _time("last_at", True),
     _time("closed_at", True),
 )
+
+# HTTP API bearer tokens (service/tokens.py). Only a hash of each secret is kept; `projects`
+# is the JSON list of projects the token sees and acts on.
+api_tokens = sa.Table(
+    "api_tokens",
+    metadata,
+    _name("id", 32, primary_key=True),
+    _name("name", nullable=False, server_default=""),
+    _name("secret_hash", 64, nullable=False),
+    sa.Column("projects", JSONText, nullable=False),
+    sa.Column("read_only", sa.Boolean, nullable=False),
+    _time("created_at"),
+    _time("revoked_at", True),
+)
