@@ -18,7 +18,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sluice.cancellation import wait_event
 from sluice.clock import Clock
 from sluice.config import LogsConfig
 from sluice.errors import SluiceError
@@ -53,7 +52,6 @@ class TaskLogSink:
         self._attempts: dict[AttemptKey, _Attempt] = {}
         self._unsaved: dict[tuple[AttemptKey, int], Segment] = {}
         self._listeners: list[Tap] = []
-        self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._loop: asyncio.Task[None] | None = None
         self._failing = False
@@ -102,8 +100,7 @@ class TaskLogSink:
 
     async def _run(self) -> None:
         while True:
-            await wait_event(self._wake, self._config.flush_interval)
-            self._wake.clear()
+            await asyncio.sleep(self._config.flush_interval)
             try:
                 await self.flush()
             except Exception as exc:  # logged, retried at the next flush
