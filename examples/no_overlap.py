@@ -53,15 +53,16 @@ def _sluice(*args: str, env: dict[str, str]) -> str:
     return subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
 
 
-def _clock(timestamp: float | None) -> str:
-    return datetime.fromtimestamp(timestamp).strftime("%H:%M:%S") if timestamp else "--:--:--"
+def _clock(when: str | None) -> str:
+    """An ISO-8601 time from `--json` output as local HH:MM:SS."""
+    return datetime.fromisoformat(when).astimezone().strftime("%H:%M:%S") if when else "--:--:--"
 
 
 def main(seconds: float) -> None:
     env = dict(os.environ)
     env.setdefault("SLUICE_DATABASE_URL", f"sqlite:///{tempfile.mkdtemp()}/no_overlap.db")
     print(_sluice("launchplan", "register", f"{__file__}:no_overlap", "--activate", env=env))
-    serve = subprocess.Popen([sys.executable, "-m", "sluice", "serve"], env=env)
+    serve = subprocess.Popen([sys.executable, "-m", "sluice", "serve", "--no-http"], env=env)
     time.sleep(seconds)
     serve.send_signal(signal.SIGTERM)
     serve.wait()

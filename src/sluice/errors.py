@@ -11,6 +11,7 @@ Hierarchy::
     │   │       └── ClaimExceedsQuotaError  the resource manager's (also an InvalidQuotaError)
     │   ├── InvalidQuotaError       quota, constraint or units out of range
     │   └── InvalidPolicyError      a concurrency policy or schedule is malformed
+    ├── PermissionDeniedError       the caller's scope (an API token's) does not allow a write
     ├── NotFoundError               an unknown execution, workflow, launch plan, namespace...
     │   ├── UnknownNamespaceError   a resource namespace with no quota
     │   └── PluginNotFoundError     no plugin for a task type (names the registered ones)
@@ -77,6 +78,10 @@ class ClaimExceedsQuotaError(ClaimNeverFitsError, InvalidQuotaError):
 
     def __reduce__(self) -> tuple[type[ClaimExceedsQuotaError], tuple[str, int, int]]:
         return (type(self), (self.namespace, self.units, self.quota))
+
+
+class PermissionDeniedError(SluiceError):
+    """The caller may not do this: its token is read-only, or the change is not its project's."""
 
 
 class NotFoundError(SluiceError, LookupError):

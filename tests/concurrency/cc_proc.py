@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cc_support import FLOWS, fast_options, fast_settings, launch_with_priority
 
 from sluice import faults
-from sluice.embedded import run_controller_candidate
 from sluice.runtime import Runtime
 from sluice.sdk.loader import load_module
+from sluice.service.local import run_controller_candidate
 
 
 async def creator(url: str) -> None:

@@ -106,7 +106,7 @@ def _free_port() -> int:
 def test_serve_leads_serves_metrics_and_stops_on_sigterm(env: dict[str, str]) -> None:
     port = _free_port()
     serve = subprocess.Popen(
-        [sys.executable, "-m", "sluice", "serve", "--metrics-port", str(port)],
+        [sys.executable, "-m", "sluice", "serve", "--metrics-port", str(port), "--port", "0"],
         env={**os.environ, **env},
         cwd=ROOT,
         stdout=subprocess.PIPE,

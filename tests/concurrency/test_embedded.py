@@ -13,8 +13,8 @@ from concurrency.cc_support import (
     replay_max_active,
     service,
 )
-from sluice.embedded import controller_if_pending, prepare_launch_plan, wait_for_end
 from sluice.runtime import Runtime
+from sluice.service.local import controller_if_pending, prepare_launch_plan, wait_for_end
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.records import ExecutionRecord
 

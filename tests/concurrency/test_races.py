@@ -21,7 +21,7 @@ from concurrency.cc_support import (
     spawn,
     wait_terminal,
 )
-from sluice.embedded import run_controller_candidate
+from sluice.service.local import run_controller_candidate
 from sluice.spec.phases import ExecutionPhase
 
 flows = load_flows()

@@ -283,7 +283,7 @@ def test_sluice_serve_also_stops_with_exit_4_when_its_sqlite_file_is_removed(
     db = tmp_path / "sluice.db"
     stderr = tmp_path / "serve.err"
     serve = subprocess.Popen(
-        [sys.executable, "-m", "sluice", "serve", "--no-schedules"],
+        [sys.executable, "-m", "sluice", "serve", "--no-schedules", "--port", "0"],
         env=_env(f"sqlite:///{db}"),
         cwd=ROOT,
         stdout=subprocess.PIPE,

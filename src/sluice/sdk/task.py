@@ -13,6 +13,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from pydantic import BaseModel
 
 from sluice.errors import DefinitionError
+from sluice.locks.names import template_problem
 from sluice.sdk.interface import (
     build_interface,
     decode_inputs,
@@ -22,7 +23,6 @@ from sluice.sdk.interface import (
 )
 from sluice.sdk.naming import module_file, module_name
 from sluice.spec.canonical import canonical_json, digest
-from sluice.spec.locks import template_problem
 from sluice.spec.models import (
     CacheSpec,
     Claims,

@@ -92,6 +92,64 @@ class ExecutionRepository:
         query = query.order_by(order, self._t.c.id).limit(limit)
         return [_execution(row) for row in await self._conn.execute(query)]
 
+    async def page(
+        self,
+        *,
+        phases: Collection[ExecutionPhase] | None = None,
+        projects: Collection[str] | None = None,
+        domain: str | None = None,
+        launch_plan: str | None = None,
+        created_after: float | None = None,
+        created_before: float | None = None,
+        before: tuple[float, str] | None = None,
+        limit: int = 100,
+    ) -> list[ExecutionRecord]:
+        """Newest first, after the keyset `before` = (created_at, id) of the previous page's
+        last row: pages stay stable while executions are created."""
+        t = self._t
+        query = sa.select(t)
+        if phases is not None:
+            query = query.where(t.c.phase.in_([p.value for p in phases]))
+        if projects is not None:
+            query = query.where(t.c.project.in_(list(projects)))
+        for column, value in ((t.c.domain, domain), (t.c.launch_plan, launch_plan)):
+            if value is not None:
+                query = query.where(column == value)
+        if created_after is not None:
+            query = query.where(t.c.created_at >= created_after)
+        if created_before is not None:
+            query = query.where(t.c.created_at < created_before)
+        if before is not None:
+            at, last_id = before
+            query = query.where(
+                sa.or_(t.c.created_at < at, sa.and_(t.c.created_at == at, t.c.id < last_id))
+            )
+        query = query.order_by(t.c.created_at.desc(), t.c.id.desc()).limit(limit)
+        return [_execution(row) for row in await self._conn.execute(query)]
+
+    async def ids_starting_with(
+        self, prefix: str, limit: int, projects: Collection[str] | None = None
+    ) -> builtins.list[str]:
+        """Ids that start with `prefix` (taken literally), in order, at most `limit`; only
+        executions of `projects` when given."""
+        t = self._t
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = sa.select(t.c.id).where(t.c.id.like(f"{escaped}%", escape="\\"))
+        if projects is not None:
+            query = query.where(t.c.project.in_(list(projects)))
+        query = query.order_by(t.c.id).limit(limit)
+        return [row[0] for row in await self._conn.execute(query)]
+
+    async def projects_of(self, execution_ids: Collection[str]) -> dict[str, str]:
+        """The project of each of these executions that exists."""
+        t = self._t
+        found: dict[str, str] = {}
+        ids = sorted(set(execution_ids))
+        for start in range(0, len(ids), 500):  # bounded IN lists
+            query = sa.select(t.c.id, t.c.project).where(t.c.id.in_(ids[start : start + 500]))
+            found.update({row[0]: row[1] for row in await self._conn.execute(query)})
+        return found
+
     async def compare_and_set_phase(
         self,
         execution_id: str,
@@ -250,6 +308,15 @@ class NodeRepository:
             sa.select(t)
             .where(t.c.phase == NodePhase.RUNNING.value, t.c.claims.is_not(None))
             .order_by(t.c.started_at)
+        )
+        return [_node(row) for row in await self._conn.execute(query)]
+
+    async def find_in_task_phase(self, task_phase: int) -> builtins.list[NodeRecord]:
+        """Started, unfinished nodes whose plugin phase is `task_phase` (e.g. those waiting
+        for a cache reservation, for `sluice reservations ls`)."""
+        t = self._t
+        query = sa.select(t).where(
+            t.c.phase == NodePhase.RUNNING.value, t.c.task_phase == task_phase
         )
         return [_node(row) for row in await self._conn.execute(query)]
 

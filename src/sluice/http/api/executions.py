@@ -1,0 +1,104 @@
+"""Executions: list (filters, cursor pages), detail, nodes and attempts, events, the pending
+queue, create from a launch plan, abort."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import Query
+from pydantic import BaseModel, Field
+
+from sluice.http.api.base import Service, api_routes
+from sluice.service import ExecutionFilter, parse_phases
+from sluice.service import models as m
+from sluice.spec.values import MAX_LIST_LIMIT
+
+router = api_routes(tags=["executions"])
+
+
+class CreateExecution(BaseModel):
+    """An execution of the ACTIVE version of a launch plan."""
+
+    launch_plan: str = Field(min_length=1, max_length=255)
+    inputs: dict[str, Any] = {}
+    project: str | None = None
+    """Default: the server's configured project."""
+    domain: str | None = None
+
+
+@router.get("/executions")
+async def list_executions(
+    sluice: Service,
+    phase: Annotated[list[str], Query(description="Repeatable; any case")] = [],  # noqa: B006
+    launch_plan: str | None = None,
+    project: str | None = None,
+    domain: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = 50,
+    cursor: str | None = None,
+) -> m.Page[m.ExecutionSummary]:
+    """Executions newest first, a page at a time; `next_cursor` asks for the next page."""
+    where = ExecutionFilter(
+        phases=parse_phases(phase),
+        projects=None if project is None else [project],
+        domain=domain,
+        launch_plan=launch_plan,
+        created_after=created_after,
+        created_before=created_before,
+    )
+    return await sluice.executions(where, limit=limit, cursor=cursor)
+
+
+@router.post("/executions", status_code=201)
+async def create_execution(sluice: Service, body: CreateExecution) -> m.ExecutionSummary:
+    """Launch the ACTIVE version of a launch plan; the answer carries the controller's
+    decision: QUEUED, PENDING (with its position and reason) or SKIPPED."""
+    return await sluice.create(
+        body.launch_plan, body.inputs, project=body.project, domain=body.domain
+    )
+
+
+@router.get("/executions/{execution_id}")
+async def get_execution(sluice: Service, execution_id: str, events: bool = False) -> m.Execution:
+    """One execution (by id or unique prefix) with its nodes and their attempts."""
+    return await sluice.execution(execution_id, events=events)
+
+
+@router.get("/executions/{execution_id}/nodes")
+async def list_nodes(sluice: Service, execution_id: str) -> list[m.NodeExecution]:
+    """The execution's node executions in workflow order, each with its attempts."""
+    return (await sluice.execution(execution_id)).nodes
+
+
+@router.get("/executions/{execution_id}/nodes/{node_id}/attempts")
+async def list_attempts(sluice: Service, execution_id: str, node_id: str) -> list[m.Attempt]:
+    return await sluice.attempts(execution_id, node_id)
+
+
+@router.get("/executions/{execution_id}/events")
+async def list_events(
+    sluice: Service, execution_id: str, after: Annotated[int, Query(ge=0)] = 0
+) -> list[m.Event]:
+    """Events after the event id `after`, oldest first: pass the last id seen to follow."""
+    return await sluice.events(execution_id, after=after)
+
+
+@router.post("/executions/{execution_id}/abort")
+async def abort_execution(
+    sluice: Service,
+    execution_id: str,
+    wait: Annotated[float | None, Query(gt=0, le=3600)] = None,
+) -> m.ExecutionSummary:
+    """Ask for an abort and return at once (the execution is then ABORTING, or already
+    terminal); with `wait`, return once it is terminal or after `wait` seconds."""
+    if wait is None:
+        return await sluice.abort(execution_id, wait=False)
+    return await sluice.abort(execution_id, wait=True, within=wait)
+
+
+@router.get("/pending")
+async def list_pending(sluice: Service, launch_plan: str | None = None) -> list[m.ExecutionSummary]:
+    """PENDING executions in promotion order per launch plan, with positions and reasons."""
+    return await sluice.pending(launch_plan)

@@ -1,0 +1,95 @@
+"""What the deployment holds: quotas (holders, waiters, set), locks, cache entries and
+reservations, concurrency caps and the controller, plugins."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Query, Response
+from pydantic import BaseModel, Field
+
+from sluice.http.api.base import Service, api_routes
+from sluice.service import models as m
+from sluice.spec.values import MAX_LIST_LIMIT
+
+router = api_routes()
+
+
+class QuotaValue(BaseModel):
+    quota: int = Field(ge=1)
+
+
+class CapValue(BaseModel):
+    scope: str = Field(min_length=1, description="PROJECT or PROJECT/DOMAIN")
+    max: int | None = Field(default=None, ge=1)
+    """None removes the operator's cap (a configured cap of the scope applies again)."""
+
+
+class Removed(BaseModel):
+    removed: int
+
+
+@router.get("/quotas", tags=["quotas"])
+async def list_quotas(sluice: Service, namespace: str | None = None) -> list[m.Quota]:
+    """Quotas with tokens in use, holders and waiters (in grant order)."""
+    return await sluice.quotas(namespace)
+
+
+@router.put("/quotas/{namespace}", tags=["quotas"])
+async def set_quota(sluice: Service, namespace: str, body: QuotaValue) -> m.Quota:
+    """Set a namespace's quota for every process; lowering it never revokes held tokens."""
+    return await sluice.set_quota(namespace, body.quota)
+
+
+@router.get("/locks", tags=["locks"])
+async def list_locks(sluice: Service) -> list[m.Lock]:
+    """Held locks, and the tasks waiting for each with the scheduler's reason."""
+    return await sluice.locks()
+
+
+@router.get("/cache", tags=["cache"])
+async def list_cache_entries(
+    sluice: Service,
+    task: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = 100,
+) -> list[m.CacheEntry]:
+    return await sluice.cache_entries(task, limit)
+
+
+@router.delete("/cache", tags=["cache"])
+async def remove_cache_entries(
+    sluice: Service,
+    key: Annotated[list[str], Query(description="Repeatable; a key or unique prefix")] = [],  # noqa: B006
+    task: str | None = None,
+) -> Removed:
+    """Remove entries by key or task name; 404 when nothing matched."""
+    return Removed(removed=await sluice.remove_cache_entries(key, task))
+
+
+@router.get("/reservations", tags=["cache"])
+async def list_reservations(sluice: Service) -> list[m.Reservation]:
+    """Who computes what others wait for, and when each reservation expires."""
+    return await sluice.reservations()
+
+
+@router.get("/concurrency/caps", tags=["concurrency"])
+async def list_caps(sluice: Service) -> list[m.Cap]:
+    return await sluice.caps()
+
+
+@router.put("/concurrency/caps", tags=["concurrency"], status_code=204)
+async def set_cap(sluice: Service, body: CapValue) -> Response:
+    """Cap the active executions of a project or project/domain (null removes the cap)."""
+    await sluice.set_cap(body.scope, body.max)
+    return Response(status_code=204)
+
+
+@router.get("/concurrency/controller", tags=["concurrency"])
+async def controller_status(sluice: Service) -> m.ControllerStatus:
+    """Whether a controller is live, who leads, and what waits PENDING per launch plan."""
+    return await sluice.controller_status()
+
+
+@router.get("/plugins", tags=["plugins"])
+async def list_plugins(sluice: Service) -> list[m.Plugin]:
+    return await sluice.plugins()

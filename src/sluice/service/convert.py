@@ -1,0 +1,206 @@
+"""Store records and subsystem snapshots as the service's views."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sluice.plugins.core.phase import Phase
+from sluice.resources.models import NamespaceSnapshot
+from sluice.service import models as m
+from sluice.spec.models import NodeSpec, WorkflowSpec
+from sluice.spec.phases import NodePhase
+from sluice.spec.validate import dependencies
+from sluice.store.records import EventRecord, ExecutionRecord, LaunchPlanRecord, NodeRecord
+
+_TERMINAL_TASK_PHASES = {p.name for p in Phase if p.is_terminal()}
+
+
+def _utc(timestamp: float) -> Any:
+    return m.utc(timestamp)
+
+
+def duration(record: ExecutionRecord, now: float) -> float | None:
+    if record.started_at is None:
+        return None
+    return round((record.ended_at or now) - record.started_at, 3)
+
+
+def execution_summary(
+    record: ExecutionRecord, now: float, position: int | None = None
+) -> m.ExecutionSummary:
+    return m.ExecutionSummary(**_summary_fields(record, now, position))
+
+
+def _summary_fields(record: ExecutionRecord, now: float, position: int | None) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "project": record.project,
+        "domain": record.domain,
+        "workflow": record.workflow_key,
+        "launch_plan": record.launch_plan,
+        "launch_plan_version": record.launch_plan_version,
+        "phase": record.phase.value,
+        "reason": record.reason,
+        "priority": record.priority,
+        "created_at": _utc(record.created_at),
+        "started_at": m.utc(record.started_at),
+        "ended_at": m.utc(record.ended_at),
+        "duration": duration(record, now),
+        "position": position,
+        "owner": record.owner,
+    }
+
+
+def execution(
+    record: ExecutionRecord,
+    nodes: Iterable[m.NodeExecution],
+    events: Iterable[EventRecord],
+    now: float,
+    position: int | None = None,
+) -> m.Execution:
+    return m.Execution(
+        **_summary_fields(record, now, position),
+        inputs=record.inputs,
+        outputs=record.outputs,
+        error=record.error,
+        nodes=list(nodes),
+        events=[event(e) for e in events],
+    )
+
+
+def node_phase_label(node: NodeRecord) -> str:
+    """What a node is doing now: its plugin's phase while RUNNING, else the node's phase."""
+    if node.phase is NodePhase.RUNNING:
+        return Phase(node.task_phase).name if node.task_phase else "STARTING"
+    return node.phase.value
+
+
+def node_execution(
+    node: NodeRecord,
+    workflow: WorkflowSpec | None,
+    spec: NodeSpec | None,
+    events: Iterable[EventRecord],
+    log_bytes: Mapping[int, int] | None = None,
+) -> m.NodeExecution:
+    task = workflow.tasks.get(spec.task) if workflow and spec else None
+    return m.NodeExecution(
+        node=node.node_id,
+        task=task.name if task else "",
+        phase=node.phase.value,
+        task_phase=node_phase_label(node),
+        attempt=node.attempt + 1,
+        reason=node.reason,
+        cache_status=node.cache_status.value,
+        reservation_status=node.reservation_status.value,
+        depends_on=sorted(dependencies(spec)) if spec else [],
+        inputs=node.inputs,
+        outputs=node.outputs,
+        error=node.error,
+        locks=list((node.claims or {}).get("locks", [])),
+        started_at=m.utc(node.started_at),
+        ended_at=m.utc(node.ended_at),
+        updated_at=m.utc(node.updated_at) if node.updated_at else None,
+        attempts=attempts(node, events, log_bytes or {}),
+    )
+
+
+def attempts(
+    node: NodeRecord, events: Iterable[EventRecord], log_bytes: Mapping[int, int]
+) -> list[m.Attempt]:
+    """Each attempt of a node, from its events: when it first ran (or was first reported),
+    when it reached a terminal task phase, the last phase, reason and error."""
+    by_attempt: dict[int, list[EventRecord]] = {}
+    for e in events:
+        if e.node_id == node.node_id:
+            by_attempt.setdefault(e.attempt, []).append(e)
+    return [_attempt(n, seen, log_bytes.get(n)) for n, seen in sorted(by_attempt.items())]
+
+
+def _attempt(number: int, seen: list[EventRecord], log_bytes: int | None) -> m.Attempt:
+    started = next((e for e in seen if e.phase == Phase.RUNNING.name), seen[0])
+    last = seen[-1]
+    ended = last.occurred_at if last.phase in _TERMINAL_TASK_PHASES else None
+    failed = next((e for e in reversed(seen) if e.info), None)
+    return m.Attempt(
+        attempt=number + 1,
+        phase=last.phase,
+        started_at=m.utc(started.occurred_at),
+        ended_at=m.utc(ended),
+        reason=last.reason,
+        error=failed.info if failed else None,
+        log_bytes=log_bytes,
+    )
+
+
+def event(record: EventRecord) -> m.Event:
+    return m.Event(
+        id=record.id,
+        execution_id=record.execution_id,
+        node_id=record.node_id,
+        attempt=record.attempt + 1 if record.node_id else 0,
+        phase=record.phase,
+        phase_version=record.phase_version,
+        reason=record.reason,
+        occurred_at=_utc(record.occurred_at),
+        info=record.info,
+    )
+
+
+def launch_plan(
+    record: LaunchPlanRecord, spec: dict[str, Any], next_firings: Iterable[float] = ()
+) -> m.LaunchPlan:
+    return m.LaunchPlan(
+        project=record.project,
+        domain=record.domain,
+        name=record.name,
+        version=record.version,
+        state=record.state,
+        workflow=record.workflow,
+        concurrency=spec["concurrency"],
+        schedule=spec["schedule"],
+        priority=spec["priority"],
+        default_inputs=spec["default_inputs"],
+        fixed_inputs=spec["fixed_inputs"],
+        created_at=_utc(record.created_at),
+        updated_at=_utc(record.updated_at),
+        next_firings=[_utc(t) for t in next_firings],
+    )
+
+
+def quota(snapshot: NamespaceSnapshot) -> m.Quota:
+    return m.Quota(
+        namespace=snapshot.namespace,
+        quota=snapshot.quota,
+        quota_source=snapshot.quota_source,
+        in_use=snapshot.in_use,
+        holders=[
+            m.Holder(
+                token=h.token,
+                project=h.project,
+                domain=h.domain,
+                execution_id=h.execution_id,
+                node_id=h.node_id,
+                units=h.units,
+                since=_utc(h.since),
+                lease_expires_at=_utc(h.lease_expires_at),
+            )
+            for h in snapshot.holders
+        ],
+        waiters=[
+            m.Waiter(
+                position=w.position,
+                token=w.token,
+                project=w.project,
+                domain=w.domain,
+                execution_id=w.execution_id,
+                node_id=w.node_id,
+                units=w.units,
+                priority=w.priority,
+                since=_utc(w.since),
+                blocking_scope=w.blocking_scope,
+            )
+            for w in snapshot.waiters
+        ],
+        quotas=[(str(source), value) for source, value in snapshot.quotas],
+    )

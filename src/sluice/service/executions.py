@@ -1,0 +1,148 @@
+"""Reading executions: pages with filters and queue positions, one execution with its nodes,
+attempts and events, an id from a unique prefix."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+
+from sluice.concurrency.repository import ConcurrencyRepository
+from sluice.errors import InvalidArgumentError, NotFoundError
+from sluice.service import convert
+from sluice.service import models as m
+from sluice.spec.phases import ExecutionPhase
+from sluice.store.records import EventRecord, ExecutionRecord
+from sluice.store.store import Repos
+
+MATCHES_SHOWN = 10
+"""Ids an ambiguous prefix error lists."""
+
+
+@dataclass(frozen=True)
+class ExecutionFilter:
+    """What `executions ls` and `GET /api/v1/executions` narrow a listing by."""
+
+    phases: Collection[ExecutionPhase] | None = None
+    projects: Collection[str] | None = None
+    domain: str | None = None
+    launch_plan: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+def parse_phases(values: Collection[str]) -> list[ExecutionPhase] | None:
+    """Phase names in any case; InvalidArgumentError naming the bad one and the phases."""
+    if not values:
+        return None
+    try:
+        return [ExecutionPhase(v.upper()) for v in values]
+    except ValueError:
+        names = ", ".join(p.value.lower() for p in ExecutionPhase)
+        raise InvalidArgumentError(f"phase {tuple(values)!r}: phases are {names}") from None
+
+
+def encode_cursor(record: ExecutionRecord) -> str:
+    return base64.urlsafe_b64encode(f"{record.created_at!r}|{record.id}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[float, str]:
+    try:
+        at, _, execution_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return float(at), execution_id
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidArgumentError(f"cursor {cursor!r} is not one this server gave") from None
+
+
+async def page(
+    repos: Repos, where: ExecutionFilter, limit: int, cursor: str | None, now: float
+) -> m.Page[m.ExecutionSummary]:
+    """Newest first; the next page starts after this one's last execution."""
+    records = await repos.executions.page(
+        phases=where.phases,
+        projects=where.projects,
+        domain=where.domain,
+        launch_plan=where.launch_plan,
+        created_after=where.created_after.timestamp() if where.created_after else None,
+        created_before=where.created_before.timestamp() if where.created_before else None,
+        before=decode_cursor(cursor) if cursor else None,
+        limit=limit + 1,
+    )
+    more = len(records) > limit
+    records = records[:limit]
+    positions = await pending_positions(repos, records)
+    items = [convert.execution_summary(r, now, positions.get(r.id)) for r in records]
+    return m.Page[m.ExecutionSummary](
+        items=items, next_cursor=encode_cursor(records[-1]) if more else None
+    )
+
+
+async def pending_positions(repos: Repos, records: list[ExecutionRecord]) -> dict[str, int]:
+    """Each PENDING execution's place (1 = next) in its launch plan name's queue, now."""
+    queues = {
+        (r.project, r.domain, r.launch_plan) for r in records if r.phase is ExecutionPhase.PENDING
+    }
+    positions: dict[str, int] = {}
+    for project, domain, launch_plan in queues:
+        order = await ConcurrencyRepository(repos.conn).pending_order(project, domain, launch_plan)
+        positions.update({execution_id: i for i, execution_id in enumerate(order, 1)})
+    listed = {r.id for r in records}
+    return {k: v for k, v in positions.items() if k in listed}
+
+
+async def by_id_or_prefix(
+    repos: Repos, text: str, projects: Collection[str] | None = None
+) -> ExecutionRecord:
+    """The execution with this id, or the only one whose id starts with it (what `ls`
+    shows); a prefix of several is an error naming them. Outside `projects` it does not
+    exist."""
+    record = await repos.executions.get(text)
+    if record is None:
+        matches = await repos.executions.ids_starting_with(text, MATCHES_SHOWN + 1, projects)
+        if len(matches) > 1:
+            more = ", ..." if len(matches) > MATCHES_SHOWN else ""
+            listed = ", ".join(matches[:MATCHES_SHOWN]) + more
+            raise InvalidArgumentError(f"execution {text!r} is ambiguous, it matches: {listed}")
+        record = await repos.executions.get(matches[0]) if matches else None
+    if record is None or (projects is not None and record.project not in projects):
+        raise NotFoundError(f"execution {text!r} does not exist")
+    return record
+
+
+async def detail(
+    repos: Repos,
+    record: ExecutionRecord,
+    now: float,
+    *,
+    with_events: bool,
+    log_bytes: dict[tuple[str, int], int] | None = None,
+) -> m.Execution:
+    """One execution with its nodes (in workflow order), their attempts and, if asked, events."""
+    workflow = await repos.specs.get_workflow(
+        record.project, record.domain, record.workflow_name, record.workflow_version
+    )
+    nodes = {n.node_id: n for n in await repos.nodes.list(record.id)}
+    specs = {n.id: n for n in workflow.nodes} if workflow else {}
+    order = list(specs) if workflow else sorted(nodes)
+    events = await repos.events.list(record.id)
+    by_node: dict[str, list[EventRecord]] = {}
+    for e in events:
+        by_node.setdefault(e.node_id, []).append(e)
+    sizes = log_bytes or {}
+    views = [
+        convert.node_execution(
+            nodes[node_id],
+            workflow,
+            specs.get(node_id),
+            by_node.get(node_id, []),
+            {a: b for (n, a), b in sizes.items() if n == node_id},
+        )
+        for node_id in order
+        if node_id in nodes
+    ]
+    positions = await pending_positions(repos, [record])
+    return convert.execution(
+        record, views, events if with_events else [], now, positions.get(record.id)
+    )

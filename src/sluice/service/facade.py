@@ -1,0 +1,484 @@
+"""`Sluice`: the product's verbs over one runtime. Every adapter (the CLI, the Python API, the
+HTTP API and the web UI) parses its input, calls one of these, and renders what it returns.
+
+A `Sluice` may be scoped to some projects (an API token's): reads outside them find nothing
+(NotFoundError, as for an id that does not exist) and writes outside them are refused the
+same way, so a caller cannot even learn that another project's execution exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from sluice.cancellation import wait_event
+from sluice.clock import Clock
+from sluice.concurrency.caps import CapsService
+from sluice.config import Settings
+from sluice.errors import (
+    DefinitionError,
+    InvalidArgumentError,
+    InvalidQuotaError,
+    NotFoundError,
+    PermissionDeniedError,
+    StoreGoneError,
+)
+from sluice.executions.launch import claim_limits, create_execution, merge_inputs, request_abort
+from sluice.executions.launch_plans import LaunchPlanService
+from sluice.executions.policies import launch_plan_spec
+from sluice.executions.schedules import next_firing
+from sluice.runtime import Runtime, resolve_target
+from sluice.service import convert, inventory, serving, visibility
+from sluice.service import executions as ex
+from sluice.service import models as m
+from sluice.service.inputs import Inputs, resolve_inputs
+from sluice.service.local import LocalRun, await_decision, drive_here, prepare_launch_plan
+from sluice.service.tokens import Tokens
+from sluice.spec.names import check_entity_name, check_scope_name
+from sluice.spec.phases import ExecutionPhase
+from sluice.spec.values import MAX_LIST_LIMIT, check_count
+from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL
+from sluice.store.records import ExecutionRecord, LaunchPlanRecord
+
+DECISION_WAIT = 15.0
+"""Seconds `create` waits for the controller's decision about a new execution."""
+_RECHECK = 1.0
+"""Seconds between re-reads of an execution while waiting, should a notification be missed."""
+_NEXT_FIRINGS = 5
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a caller may see and do: some projects (None: all) and whether it may write."""
+
+    projects: frozenset[str] | None = None
+    read_only: bool = False
+
+    def sees(self, project: str) -> bool:
+        return self.projects is None or project in self.projects
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A target and its inputs, checked before any store is opened."""
+
+    target: Any
+    values: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, target: Any, inputs: Inputs, options: dict[str, Any] | None = None) -> RunRequest:
+        workflow, launch_plan = resolve_target(target)
+        values = resolve_inputs(workflow, inputs)
+        merge_inputs(workflow, values, launch_plan)  # every input error, before the store opens
+        return cls(target, values, dict(options or {}))
+
+
+class Sluice:
+    def __init__(self, runtime: Runtime, scope: Scope | None = None) -> None:
+        self.runtime = runtime
+        self.scope = scope or Scope()
+
+    @classmethod
+    async def open(
+        cls, settings: Settings, *, role: str = "cli", clock: Clock | None = None
+    ) -> Sluice:
+        return cls(await Runtime.open(settings, role=role, clock=clock))
+
+    def scoped(self, scope: Scope) -> Sluice:
+        """The same runtime, seen by a caller limited to `scope`."""
+        return Sluice(self.runtime, scope)
+
+    async def close(self) -> None:
+        await self.runtime.close()
+
+    async def __aenter__(self) -> Sluice:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    @property
+    def settings(self) -> Settings:
+        return self.runtime.settings
+
+    def now(self) -> float:
+        return self.runtime.clock.now()
+
+    # Executions: read.
+    async def executions(
+        self, where: ex.ExecutionFilter | None = None, *, limit: int = 50, cursor: str | None = None
+    ) -> m.Page[m.ExecutionSummary]:
+        """Executions newest first, a page at a time, PENDING ones with their queue position."""
+        limit = check_count("limit", limit, InvalidArgumentError, low=1, high=MAX_LIST_LIMIT)
+        where = self._within_scope(where or ex.ExecutionFilter())
+        async with self.runtime.store.read() as repos:
+            return await ex.page(repos, where, limit, cursor, self.now())
+
+    async def execution(self, execution_id: str, *, events: bool = False) -> m.Execution:
+        """One execution (by id or unique prefix) with its nodes and their attempts."""
+        async with self.runtime.store.read() as repos:
+            record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
+            found = await ex.detail(repos, record, self.now(), with_events=events)
+        return await inventory.with_waits(self.runtime, found)
+
+    async def events(self, execution_id: str, after: int = 0) -> list[m.Event]:
+        """Events of one execution after the event id `after`, oldest first."""
+        async with self.runtime.store.read() as repos:
+            record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
+            found = await repos.events.list(record.id, after_id=after)
+        return [convert.event(e) for e in found]
+
+    async def attempts(self, execution_id: str, node_id: str) -> list[m.Attempt]:
+        found = await self.execution(execution_id)
+        for node in found.nodes:
+            if node.node == node_id:
+                return node.attempts
+        known = [n.node for n in found.nodes]
+        raise NotFoundError(f"execution {found.id} has no node {node_id!r}; nodes are {known}")
+
+    async def pending(self, launch_plan: str | None = None) -> list[m.ExecutionSummary]:
+        """PENDING executions in promotion order per launch plan, with positions and reasons."""
+        where = ex.ExecutionFilter(phases=[ExecutionPhase.PENDING], launch_plan=launch_plan)
+        listed = await self.executions(where, limit=MAX_LIST_LIMIT)
+        return sorted(listed.items, key=lambda r: (r.launch_plan or "", r.position or 0))
+
+    def _within_scope(self, where: ex.ExecutionFilter) -> ex.ExecutionFilter:
+        if self.scope.projects is None:
+            return where
+        wanted = self.scope.projects
+        if where.projects is not None:
+            wanted = wanted & frozenset(where.projects)
+        return ex.ExecutionFilter(
+            phases=where.phases,
+            projects=wanted,
+            domain=where.domain,
+            launch_plan=where.launch_plan,
+            created_after=where.created_after,
+            created_before=where.created_before,
+        )
+
+    # Executions: write.
+    @contextlib.asynccontextmanager
+    async def run(self, request: RunRequest) -> AsyncIterator[LocalRun]:
+        """Launch a workflow, launch plan or task and drive it in this process for the block
+        (registering a launch plan's version first, activating it if its name has none)."""
+        self._may_write(self.settings.project)
+        runtime = self.runtime
+        await runtime.check_launch(request.target, request.values, request.options)
+        await prepare_launch_plan(runtime, request.target)
+        record = await runtime.launch(request.target, request.values, options=request.options)
+        async with drive_here(runtime, record) as local:
+            yield local
+
+    async def run_to_end(self, request: RunRequest) -> ExecutionRecord:
+        async with self.run(request) as local:
+            return await local.wait()
+
+    async def create(
+        self,
+        launch_plan: str,
+        inputs: Inputs,
+        *,
+        project: str | None = None,
+        domain: str | None = None,
+        wait: bool = False,
+    ) -> m.ExecutionSummary:
+        """An execution of the ACTIVE version of `launch_plan`, with the controller's decision
+        (QUEUED, PENDING with its position and reason, or SKIPPED); with `wait`, driven here
+        to its end if no engine takes it."""
+        project, domain = self._project_domain(project, domain)
+        self._may_write(project)
+        check_entity_name("launch plan name", launch_plan)
+        spec, workflow = await self._launch_plans(project, domain).active(launch_plan)
+        values = resolve_inputs(workflow, inputs)
+        merge_inputs(workflow, values, spec)  # every input error before anything is written
+        runtime = self.runtime
+        record = await create_execution(
+            runtime.store,
+            runtime.notifier,
+            runtime.clock,
+            project=project,
+            domain=domain,
+            workflow=workflow,
+            inputs=values,
+            launch_plan=spec,
+            limits=claim_limits(runtime.resources, self.settings.resources),
+        )
+        assert record is not None
+        async with drive_here(runtime, record) if wait else _controller_only(runtime, record):
+            record = await await_decision(runtime, record.id, DECISION_WAIT)
+            if wait and not record.phase.is_terminal:
+                record = await self._until_terminal(record.id, None)
+        return await self._summary(record)
+
+    async def abort(
+        self,
+        execution_id: str,
+        reason: str = "aborted by user",
+        *,
+        wait: bool = True,
+        within: float = 60.0,
+    ) -> m.ExecutionSummary:
+        """Abort an execution (every active task is aborted and finalized). With `wait`,
+        return once it is terminal, whichever process drives it, or after `within` s: with no
+        live owner, an engine here takes it over once its lease runs out."""
+        if not within > 0:
+            raise InvalidArgumentError(f"timeout {within}: must be a positive number of seconds")
+        record = await self._get(execution_id)
+        self._may_write(record.project)
+        runtime = self.runtime
+        record = await request_abort(
+            runtime.store, runtime.notifier, runtime.clock, record.id, reason
+        )
+        if wait and not record.phase.is_terminal:
+            engine = await runtime.engine(only=[record.id])
+            await engine.start()
+            try:
+                record = await self._until_terminal(record.id, within)
+            finally:
+                await engine.stop()
+        return await self._summary(record)
+
+    async def _until_terminal(self, execution_id: str, within: float | None) -> ExecutionRecord:
+        """The execution once terminal (its end arrives as a notification, or is re-read
+        every second), or as it is after `within` seconds (None: no limit)."""
+        changed = asyncio.Event()
+
+        def on_change(payload: str) -> None:
+            if payload in (execution_id, WAKE_ALL):
+                changed.set()
+
+        unsubscribe = self.runtime.notifier.subscribe(EXECUTIONS_CHANNEL, on_change)
+        loop = asyncio.get_running_loop()
+        deadline = None if within is None else loop.time() + within
+        try:
+            while True:
+                changed.clear()  # before the read: a change after it sets the event again
+                record = await self._get(execution_id)
+                left = _RECHECK if deadline is None else deadline - loop.time()
+                if record.phase.is_terminal or left <= 0:
+                    return record
+                await wait_event(changed, min(left, _RECHECK))
+        finally:
+            unsubscribe()
+
+    async def _get(self, execution_id: str) -> ExecutionRecord:
+        async with self.runtime.store.read() as repos:
+            return await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
+
+    async def _summary(self, record: ExecutionRecord) -> m.ExecutionSummary:
+        async with self.runtime.store.read() as repos:
+            positions = await ex.pending_positions(repos, [record])
+        return convert.execution_summary(record, self.now(), positions.get(record.id))
+
+    # Launch plans.
+    async def register_launch_plan(self, plan: Any, *, activate: bool = False) -> m.LaunchPlan:
+        """Register a LaunchPlan (an SDK object) as a version of its name."""
+        from sluice.sdk.launch_plan import LaunchPlan
+
+        if not isinstance(plan, LaunchPlan):
+            raise DefinitionError(f"{plan!r} is a {type(plan).__name__}, not a LaunchPlan")
+        self._may_write(self.settings.project)
+        spec, workflow = plan.spec, plan.workflow.spec  # a bad policy or schedule raises here
+        if spec.schedule is not None:  # every firing would be refused: refuse the plan now
+            await self.runtime.check_launch(plan, {})
+        service = self._launch_plans(self.settings.project, self.settings.domain)
+        return self._launch_plan(await service.register(spec, workflow, activate=activate))
+
+    async def launch_plans(
+        self,
+        name: str | None = None,
+        *,
+        active_only: bool = False,
+        project: str | None = None,
+        domain: str | None = None,
+    ) -> list[m.LaunchPlan]:
+        """Versions of the project's launch plans, oldest first per name; ACTIVE scheduled
+        versions with their next firings."""
+        project, domain = self._project_domain(project, domain)
+        self._may_read(project)
+        if name is not None:
+            check_entity_name("launch plan name", name)
+        records = await self._launch_plans(project, domain).find(name, active_only=active_only)
+        return [self._launch_plan(r) for r in records]
+
+    async def activate_launch_plan(
+        self,
+        name: str,
+        version: str | None = None,
+        *,
+        project: str | None = None,
+        domain: str | None = None,
+    ) -> m.LaunchPlan:
+        project, domain = self._project_domain(project, domain)
+        self._may_write(project)
+        check_entity_name("launch plan name", name)
+        if version is not None:
+            check_entity_name("version", version)
+        return self._launch_plan(await self._launch_plans(project, domain).activate(name, version))
+
+    async def deactivate_launch_plan(
+        self, name: str, *, project: str | None = None, domain: str | None = None
+    ) -> m.LaunchPlan | None:
+        """Leave `name` with no ACTIVE version; the version that was ACTIVE, if any."""
+        project, domain = self._project_domain(project, domain)
+        self._may_write(project)
+        check_entity_name("launch plan name", name)
+        was = await self._launch_plans(project, domain).deactivate(name)
+        return None if was is None else self._launch_plan(was)
+
+    def _launch_plans(self, project: str, domain: str) -> LaunchPlanService:
+        runtime = self.runtime
+        return LaunchPlanService(runtime.store, runtime.notifier, runtime.clock, project, domain)
+
+    def _launch_plan(self, record: LaunchPlanRecord) -> m.LaunchPlan:
+        spec = launch_plan_spec(record.spec)
+        firings: list[float] = []
+        if record.state == "ACTIVE" and spec.schedule is not None:
+            at = self.now()
+            for _ in range(_NEXT_FIRINGS):
+                at = next_firing(spec.schedule, record.updated_at, at)
+                firings.append(at)
+        return convert.launch_plan(record, spec.model_dump(mode="json"), firings)
+
+    # Quotas, locks, cache, concurrency, plugins.
+    async def quotas(self, namespace: str | None = None) -> list[m.Quota]:
+        return visibility.quotas(await inventory.quotas(self.runtime, namespace), self._seen)
+
+    async def set_quota(self, namespace: str, value: int) -> m.Quota:
+        """Set a namespace's quota for every process (wins over config and plugins); lowering
+        it never revokes held tokens."""
+        self._may_write(None)
+        inventory.check_quota_namespace(namespace)
+        check_count(f"quota of {namespace!r}", value, InvalidQuotaError, low=1)
+        await self.runtime.resources.start()
+        await self.runtime.resources.set_quota(namespace, value)
+        return (await inventory.quotas(self.runtime, namespace))[0]
+
+    async def locks(self) -> list[m.Lock]:
+        found = await inventory.locks(self.runtime)
+        return await visibility.locks(self.runtime, found, self._seen)
+
+    async def cache_entries(self, task: str | None = None, limit: int = 100) -> list[m.CacheEntry]:
+        limit = check_count("limit", limit, InvalidArgumentError, low=1, high=MAX_LIST_LIMIT)
+        if task is not None:
+            check_entity_name("task", task)
+        found = await inventory.cache_entries(self.runtime, task, limit)
+        return await visibility.cache_entries(self.runtime, found, self._seen)
+
+    async def remove_cache_entries(
+        self, keys: Collection[str] = (), task: str | None = None
+    ) -> int:
+        self._may_write(None)
+        if task is not None:
+            check_entity_name("task", task)
+        return await inventory.remove_cache_entries(self.runtime, tuple(keys), task)
+
+    async def reservations(self) -> list[m.Reservation]:
+        found = await inventory.reservations(self.runtime)
+        return await visibility.reservations(self.runtime, found, self._seen)
+
+    async def caps(self) -> list[m.Cap]:
+        return visibility.caps(await inventory.caps(self.runtime), self._seen)
+
+    async def set_cap(self, scope: str, value: int | None) -> None:
+        """Cap the active executions of `PROJECT` or `PROJECT/DOMAIN` (None removes the
+        operator cap; a config cap of the same scope applies again)."""
+        self._may_write(None)
+        project, domain = _cap_scope(scope)
+        caps = CapsService(self.runtime.store, self.runtime.notifier, self.runtime.clock)
+        if value is None:
+            await caps.unset(project, domain)
+            return
+        check_count(f"cap of {scope!r}", value, InvalidArgumentError, low=1)
+        await caps.set(project, domain, value)
+
+    async def controller_status(self) -> m.ControllerStatus:
+        found = await inventory.controller_status(self.runtime)
+        return visibility.controller_status(found, self._seen)
+
+    async def plugins(self) -> list[m.Plugin]:
+        return await inventory.plugins(self.runtime)
+
+    # Long-running.
+    async def run_engine(
+        self, stop: Awaitable[object], ready: serving.Ready = serving.nothing
+    ) -> StoreGoneError | None:
+        """Claim and drive executions until `stop` completes; the store's error if it is
+        gone for good (the caller exits 4). `ready` is called once the engine runs."""
+        return await serving.run_engine(self.runtime, stop, ready)
+
+    async def serve(
+        self,
+        stop: Awaitable[object],
+        *,
+        engine: bool = True,
+        schedules: bool = True,
+        ready: serving.Ready = serving.nothing,
+    ) -> StoreGoneError | None:
+        """The controller candidate, the schedules and (with `engine`) an engine, until `stop`
+        completes; the store's error if it is gone for good."""
+        return await serving.serve(
+            self.runtime, stop, engine=engine, schedules=schedules, ready=ready
+        )
+
+    @property
+    def tokens(self) -> Tokens:
+        """API bearer tokens: created, listed and revoked by an unscoped caller."""
+        return Tokens(self.runtime, self.scope)
+
+    async def readiness(self) -> m.Health:
+        """Whether the store answers a query now (ok False, with the reason, if not)."""
+        return await inventory.readiness(self.runtime)
+
+    # Scope.
+    @property
+    def _seen(self) -> frozenset[str] | None:
+        """The projects whose holders, waiters and entries this caller sees (None: all)."""
+        return self.scope.projects
+
+    def _project_domain(self, project: str | None, domain: str | None) -> tuple[str, str]:
+        project = project or self.settings.project
+        domain = domain or self.settings.domain
+        check_scope_name("project", project)
+        check_scope_name("domain", domain)
+        return project, domain
+
+    def _may_read(self, project: str) -> None:
+        if not self.scope.sees(project):
+            raise NotFoundError(f"project {project!r} does not exist")
+
+    def _may_write(self, project: str | None) -> None:
+        """Writes need a writing scope; one naming a project needs that project (a global
+        write, such as a quota, needs an unscoped caller)."""
+        if self.scope.read_only:
+            raise PermissionDeniedError("this token is read-only")
+        if project is None:
+            if self.scope.projects is not None:
+                raise PermissionDeniedError(
+                    "only an unscoped caller may change deployment settings"
+                )
+            return
+        self._may_read(project)
+
+
+@contextlib.asynccontextmanager
+async def _controller_only(runtime: Runtime, record: ExecutionRecord) -> AsyncIterator[None]:
+    from sluice.service.local import controller_if_pending
+
+    async with controller_if_pending(runtime, record):
+        yield
+
+
+def _cap_scope(text: str) -> tuple[str, str]:
+    project, _, domain = text.partition("/")
+    if not project or "/" in domain:
+        raise InvalidArgumentError(f"scope {text!r} is not PROJECT or PROJECT/DOMAIN")
+    check_scope_name(f"scope {text!r}: project", project)
+    if domain:
+        check_scope_name(f"scope {text!r}: domain", domain)
+    return project, domain

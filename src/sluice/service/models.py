@@ -1,0 +1,278 @@
+"""What the service returns: typed views that every adapter renders (the CLI as tables and
+`--json`, the HTTP API as JSON with its OpenAPI schema, the web UI as pages).
+
+Times are UTC datetimes, so JSON carries ISO-8601 strings. Attempts are numbered from 1 here,
+as users count them (the store counts from 0).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+T = TypeVar("T")
+
+
+def utc(timestamp: float | None) -> datetime | None:
+    """A store timestamp (seconds since the epoch) as an aware UTC datetime."""
+    return None if timestamp is None else datetime.fromtimestamp(timestamp, UTC)
+
+
+class View(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Page(View, Generic[T]):
+    """One page of a listing; `next_cursor` fetches the next one (None: this is the last)."""
+
+    items: list[T]
+    next_cursor: str | None = None
+
+
+class ExecutionSummary(View):
+    id: str
+    project: str
+    domain: str
+    workflow: str
+    launch_plan: str | None = None
+    launch_plan_version: str | None = None
+    phase: str
+    reason: str = ""
+    priority: int = 0
+    created_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    duration: float | None = None
+    """Seconds from start to end (or to now while running); None before it starts."""
+    position: int | None = None
+    """A PENDING execution's place in its launch plan's queue (1 = next)."""
+    owner: str | None = None
+
+
+class Attempt(View):
+    attempt: int
+    """1 for the first attempt."""
+    phase: str
+    """The last task phase recorded for the attempt."""
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    reason: str = ""
+    error: dict[str, Any] | None = None
+    log_bytes: int | None = None
+    """Bytes of log stored for the attempt; None when no log was kept."""
+
+
+class Event(View):
+    id: int | None = None
+    execution_id: str
+    node_id: str = ""
+    attempt: int
+    """1 for the first attempt (0 for events of the execution itself)."""
+    phase: str
+    phase_version: int = 0
+    reason: str = ""
+    occurred_at: datetime
+    info: dict[str, Any] | None = None
+
+
+_BLOCKED_BY = {
+    "project": ", blocked by the project's cap",
+    "namespace": ", blocked by the project/domain cap",
+    "other": ", blocked by another namespace of its claim",
+}
+"""What holds a waiter back besides the quota itself ("global" or "")."""
+
+
+class Wait(View):
+    """A quota or lock a node waits for, as it is now (not as it was when last refused)."""
+
+    namespace: str
+    in_use: int
+    quota: int | None
+    holders: list[str]
+    """`execution/node` of each holder."""
+    position: int
+    blocking_scope: str = ""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def text(self) -> str:
+        """`waiting for warehouse: 2/2 in use (held by x1/extract, x2/load), position 3`."""
+        held = f" (held by {', '.join(self.holders)})" if self.holders else ""
+        scope = _BLOCKED_BY.get(self.blocking_scope, "")
+        return (
+            f"waiting for {self.namespace}: {self.in_use}/{self.quota} in use{held}, "
+            f"position {self.position}{scope}"
+        )
+
+
+class NodeExecution(View):
+    node: str
+    task: str
+    phase: str
+    task_phase: str
+    """What the node is doing now: the plugin's phase while RUNNING, else the node's phase."""
+    attempt: int
+    """1 for the first attempt."""
+    reason: str = ""
+    cache_status: str
+    reservation_status: str
+    depends_on: list[str] = []
+    inputs: dict[str, Any] | None = None
+    outputs: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    locks: list[str] = []
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    updated_at: datetime | None = None
+    attempts: list[Attempt] = []
+    waiting_for: list[Wait] = []
+    """While the node waits for quotas or locks: each one, with its holders and the node's
+    position now (the stored `reason` says what it was when last refused)."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def live_reason(self) -> str:
+        """The reason as it is now: the waits when there are some, else the stored reason."""
+        return "; ".join(w.text for w in self.waiting_for) or self.reason
+
+
+class Execution(ExecutionSummary):
+    inputs: dict[str, Any]
+    outputs: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    nodes: list[NodeExecution] = []
+    events: list[Event] = []
+
+
+class LaunchPlan(View):
+    project: str
+    domain: str
+    name: str
+    version: str
+    state: str
+    workflow: str
+    concurrency: dict[str, Any] | None = None
+    schedule: dict[str, Any] | None = None
+    priority: int = 0
+    default_inputs: dict[str, Any] = {}
+    fixed_inputs: dict[str, Any] = {}
+    created_at: datetime
+    updated_at: datetime
+    next_firings: list[datetime] = []
+    """The next nominal firings of an ACTIVE scheduled version."""
+
+
+class Holder(View):
+    token: str
+    project: str
+    domain: str
+    execution_id: str
+    node_id: str
+    units: int
+    since: datetime
+    lease_expires_at: datetime
+
+
+class Waiter(View):
+    position: int
+    token: str
+    project: str
+    domain: str
+    execution_id: str
+    node_id: str
+    units: int
+    priority: int
+    since: datetime
+    blocking_scope: str = ""
+    """Which cap holds it back (project, domain), or "" for older claims / the quota."""
+
+
+class Quota(View):
+    namespace: str
+    quota: int | None
+    quota_source: str | None
+    in_use: int
+    holders: list[Holder] = []
+    waiters: list[Waiter] = []
+    quotas: list[tuple[str, int]] = []
+    """Every source that sets a quota here, highest precedence first."""
+
+
+class LockWaiter(View):
+    node: str
+    """`execution/node`."""
+    reason: str
+
+
+class Lock(View):
+    lock: str
+    capacity: int | None
+    holders: list[str]
+    """`execution/node` of each holder."""
+    waiters: list[LockWaiter]
+
+
+class CacheEntry(View):
+    key: str
+    task: str
+    cache_version: str
+    created_at: datetime
+    execution: str
+    node: str
+
+
+class Reservation(View):
+    key: str
+    task: str
+    owner: str
+    """`execution/node` computing the result others wait for."""
+    expires_in: float
+    """Seconds until the reservation expires (negative: expired, not yet swept)."""
+    waiters: list[str] = []
+    """`execution/node` of each node waiting for this key."""
+
+
+class Cap(View):
+    scope: str
+    config: int | None
+    operator: int | None
+    effective: int | None
+
+
+class Leader(View):
+    holder: str
+    epoch: int
+    acquired_at: datetime
+    heartbeat_at: datetime | None = None
+
+
+class PendingCount(View):
+    project: str
+    domain: str
+    launch_plan: str | None
+    pending: int
+
+
+class ControllerStatus(View):
+    live: bool
+    leader: Leader | None
+    pending: list[PendingCount]
+
+
+class Plugin(View):
+    id: str
+    task_types: list[str]
+    default: bool
+    source: str
+    loaded: bool
+    why: str | None = None
+
+
+class Health(View):
+    ok: bool
+    database: str
+    schema_revision: str | None = None
+    detail: str = ""
