@@ -51,10 +51,13 @@ async def test_a_dask_task_result_flows_to_the_next_node(
     rt = await Runtime.open(dask_settings(tmp_path / "s.db", dask_address))
     try:
         result = await run(rt, flows.squares)
+        logged = [e.line.text for e in await rt.log_reader().lines(result.record.id)]
     finally:
         await rt.close()
     assert result.record.phase is ExecutionPhase.SUCCEEDED, result.record.error
     assert result.record.outputs == {"o0": 1 + 4}
+    assert {"squaring 1", "squaring 2"} <= {text.split(" in pid")[0] for text in logged}, logged
+    assert not any("sluice-result" in text for text in logged)
 
 
 async def test_a_failing_function_is_retried_then_fails_with_its_traceback(
