@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tests.plugins.dask.conftest import DASK_FLOWS
+from tests.plugins.dask.conftest import DASK_FLOWS, require_distributed
 
 from sluice.config import Settings, load_config
 from sluice.errors import InvalidPluginConfigError
@@ -127,3 +127,23 @@ def test_a_bad_config_names_the_field() -> None:
         parse_job_config({"workers": 0}, "t")
     with pytest.raises(InvalidPluginConfigError, match=r"address: .*'localhost:8786'"):
         parse_job_config({"address": "localhost:8786"}, "t")
+
+
+def _alive(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+
+
+async def test_without_an_address_the_task_runs_on_a_local_cluster_stopped_at_close(
+    flows: ModuleType, tmp_path: Path
+) -> None:
+    require_distributed()
+    plugin = DaskPlugin(DaskPluginConfig())
+    ctx = _context(flows.chatty, f"own{tmp_path.name}", lines=2)
+    try:
+        seen = await drive(plugin, ctx, interval=0.5, max_rounds=2000)
+        processes = [pid for c in plugin._clusters.values() for pid in c.pids]
+    finally:
+        await plugin.close()
+    assert seen[0].phase is Phase.INITIALIZING and "connecting" in seen[0].reason
+    assert seen[-1].phase is Phase.SUCCESS and ctx.written_outputs == {"o0": 2}
+    assert len(processes) == 2 and _alive(processes) == []  # scheduler and workers, stopped
