@@ -4,10 +4,15 @@ to SUCCEEDED by an engine in this process (a Ray job: a driver process on the cl
 (b) a bare Ray job of the same kind (`python -c pass`, submitted and polled every 0.1 s);
 (c) a bare `ray.get` of the function as a Ray task (a warm worker, no job).
 
-Prints one JSON line: median seconds of each and the ratios. Starts a local 2-CPU Ray
+With --fanout N, then a workflow of N such tasks through one engine, at most --at-once of
+them on the cluster at a time (a quota on `ray:bench`): its wall time, and the number of jobs
+the cluster saw for it (N: one submission each).
+
+Prints one JSON line: median seconds of each and the differences. Starts a local 2-CPU Ray
 cluster on 127.0.0.1 unless --address names a dashboard (then --gcs names its GCS address).
 
-    python bench/ray_overhead.py [--rounds 5] [--address http://127.0.0.1:8265 --gcs ...]
+    python bench/ray_overhead.py [--rounds 5] [--fanout 200 --at-once 4]
+                                 [--address http://127.0.0.1:8265 --gcs 127.0.0.1:6379]
 """
 
 from __future__ import annotations
@@ -31,6 +36,25 @@ from sluice.plugins.ray import RayJobConfig
 @sluice.task(type="ray", custom=RayJobConfig(poll_interval=0.1), name="bench.add_one")
 def add_one(x: int) -> int:
     return x + 1
+
+
+@sluice.task(
+    type="ray",
+    custom=RayJobConfig(poll_interval=0.5),
+    name="bench.add_one_bounded",
+    quotas=[sluice.Quota("ray:bench")],
+)
+def add_one_bounded(x: int) -> int:
+    return x + 1
+
+
+def fanout(n: int) -> sluice.WorkflowDef:  # type: ignore[type-arg]
+    @sluice.workflow(name=f"bench.ray_fanout{n}")
+    def wf() -> None:
+        for i in range(n):
+            add_one_bounded(x=i)
+
+    return wf
 
 
 @sluice.workflow(name="bench.one_ray_task")
@@ -70,7 +94,23 @@ def bare_get_round(remote: Any) -> float:
     return time.perf_counter() - started
 
 
-async def measure(address: str, gcs: str, rounds: int) -> dict[str, Any]:
+async def fanout_round(runtime: Any, client: Any, n: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    record = await runtime.launch(fanout(n), {})
+    engine = await runtime.engine(only=[record.id])
+    await engine.start()
+    try:
+        await engine.wait(record.id)
+    finally:
+        await engine.stop()
+    elapsed = time.perf_counter() - started
+    mine = [(j.metadata or {}).get("sluice_execution") == record.id for j in client.list_jobs()]
+    return {"fanout_tasks": n, "fanout_s": round(elapsed, 1), "fanout_jobs_seen": sum(mine)}
+
+
+async def measure(
+    address: str, gcs: str, rounds: int, fan: int = 0, at_once: int = 4
+) -> dict[str, Any]:
     import ray
     from ray.job_submission import JobSubmissionClient
 
@@ -83,6 +123,7 @@ async def measure(address: str, gcs: str, rounds: int) -> dict[str, Any]:
         settings = load_config(
             database_url=f"sqlite:///{Path(tmp) / 'bench.db'}",
             plugins={"config": {"ray": {"address": address}}},
+            resources={"quotas": {"ray:bench": at_once}},
         )
         runtime = await Runtime.open(settings)
         times: dict[str, list[float]] = {"sluice": [], "bare_job": [], "bare_get": []}
@@ -92,10 +133,11 @@ async def measure(address: str, gcs: str, rounds: int) -> dict[str, Any]:
                 times["sluice"].append(await sluice_round(runtime))
                 times["bare_job"].append(bare_job_round(client))
                 times["bare_get"].append(bare_get_round(remote))
+            extra = await fanout_round(runtime, client, fan) if fan else {}
         finally:
             await runtime.close()
             ray.shutdown()
-    return summary(times, rounds)
+    return summary(times, rounds) | extra
 
 
 def summary(times: dict[str, list[float]], rounds: int) -> dict[str, Any]:
@@ -114,11 +156,13 @@ def summary(times: dict[str, list[float]], rounds: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--fanout", type=int, default=0, help="then N tasks in one workflow")
+    parser.add_argument("--at-once", type=int, default=4, help="jobs on the cluster at a time")
     parser.add_argument("--address", help="a cluster's dashboard URL (default: start one)")
     parser.add_argument("--gcs", help="that cluster's GCS address, host:port")
     args = parser.parse_args()
     if args.address:
-        out = asyncio.run(measure(args.address, args.gcs, args.rounds))
+        out = asyncio.run(measure(args.address, args.gcs, args.rounds, args.fanout, args.at_once))
     else:
         from sluice.plugins.ray.cluster import LOOPBACK_ENV, LocalRayCluster
 
@@ -127,7 +171,11 @@ def main() -> None:
         cluster.launch()
         try:
             asyncio.run(cluster.wait_ready(180))
-            out = asyncio.run(measure(cluster.address, cluster.gcs_address, args.rounds))
+            out = asyncio.run(
+                measure(
+                    cluster.address, cluster.gcs_address, args.rounds, args.fanout, args.at_once
+                )
+            )
         finally:
             cluster.stop()
     print(json.dumps(out))
