@@ -8,11 +8,11 @@ on SQLite and PostgreSQL. Target: p99 under 50 ms (upstream re-checks every 10 s
 A waiter is a waiting node, hosted by an engine; the engine is built as Runtime and Engine
 build it: its own Database, Notifier (production poll interval: SQLite polls
 `PRAGMA data_version` every 20 ms; PostgreSQL LISTENs), Catalog (started, with its sweeper;
-the database clock on PostgreSQL) and Scheduling, the Catalog subscribed once through
-`Catalog.subscribe` to `Scheduling.on_cache_key`, and a queue of woken waiters drained by the
+the database clock on PostgreSQL) and NodeAdmission, the Catalog subscribed once through
+`Catalog.subscribe` to `NodeAdmission.on_cache_key`, and a queue of woken waiters drained by the
 engine's workers (`engine_workers`, Engine's 4). A round does, for each waiter, what the
 engine's cache gate does: `get` (a miss), `get_or_extend_reservation` (the owner's, so the
-waiter holds none), `Scheduling.wait_for_cache(..., at_latest=expires_at)` (the slow fallback
+waiter holds none), `NodeAdmission.wait_for_cache(..., at_latest=expires_at)` (the slow fallback
 timer), then it tells the owner it is ready. The owner puts (then releases, as the engine
 does) only once every waiter of the herd is ready. A wake-up (or the timer) re-enqueues the
 waiter, which re-runs `get` until it sees the entry and reports `time.monotonic()` then
@@ -24,7 +24,7 @@ Hosting (`hosting` in each line), two shapes:
   each still with its own connections, in one process.
 - "engines" (how production looks): `--engines E` spreads a herd over E engine processes as
   evenly as possible (`waiters_per_engine`: the most any engine hosts), each ONE engine whose
-  waiters share its Database, Notifier, Catalog and Scheduling: one notice per engine wakes
+  waiters share its Database, Notifier, Catalog and NodeAdmission: one notice per engine wakes
   its waiters, their re-checks share the engine's workers and connection pool, and
   concurrent `get`s of the key may share one read.
 With neither option both shapes run: one waiter per process and 4 engines (a herd of 8 is
@@ -86,8 +86,8 @@ from prometheus_client import CollectorRegistry
 from sluice.cache import CacheEntry, Catalog, Reservation
 from sluice.clock import SystemClock
 from sluice.config import CacheConfig, EngineConfig
+from sluice.engine.admission import NodeAdmission
 from sluice.engine.engine import RECONCILE_WORKERS as ENGINE_WORKERS
-from sluice.engine.scheduling import Scheduling
 from sluice.store.database import Database
 from sluice.store.notify import WAKE_ALL, Notifier
 
@@ -110,8 +110,8 @@ Queue = Any  # a multiprocessing queue of Message (its class is not generic at r
 
 class BenchEngine:
     """One engine's cache machinery hosting waiting nodes, as Runtime and Engine build it:
-    ONE Database, Notifier, Catalog and Scheduling shared by every waiter it hosts, the
-    catalog subscribed once to `Scheduling.on_cache_key` (Engine.start), and the engine's
+    ONE Database, Notifier, Catalog and NodeAdmission shared by every waiter it hosts, the
+    catalog subscribed once to `NodeAdmission.on_cache_key` (Engine.start), and the engine's
     queue of woken executions drained by ENGINE_WORKERS workers (Engine._work)."""
 
     def __init__(
@@ -125,7 +125,7 @@ class BenchEngine:
     ) -> None:
         self.name, self.db, self.notifier, self.catalog = name, db, notifier, catalog
         self.results = results
-        self.scheduling = Scheduling(
+        self.scheduling = NodeAdmission(
             EngineConfig(), SystemClock(), self._enqueue, _no_node, None, {}
         )
         self.waiters = {name: Waiter(name, self) for name in names}
@@ -424,7 +424,7 @@ def spread(waiters: int, hosts: int) -> list[int]:
 @dataclass(frozen=True)
 class Hosting:
     """How a herd is hosted. "processes": every waiter is an engine of its own (its own
-    Database, Notifier, Catalog and Scheduling), `size` of them per process. "engines": the
+    Database, Notifier, Catalog and NodeAdmission), `size` of them per process. "engines": the
     herd is spread over `size` engine processes, each one engine shared by its waiters."""
 
     kind: Literal["processes", "engines"]
@@ -723,7 +723,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         default=None,
         metavar="E",
         help="spread a herd over E engine processes whose waiters share the engine's Database,"
-        f" Notifier, Catalog and Scheduling (default: {DEFAULT_ENGINES}; with neither hosting"
+        f" Notifier, Catalog and NodeAdmission (default: {DEFAULT_ENGINES}; with neither hosting"
         " option both hostings run, with either only those given)",
     )
     parser.add_argument(

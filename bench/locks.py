@@ -25,11 +25,16 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 from sluice.clock import FakeClock
-from sluice.concurrency.locks.reference import ReferenceLockScheduler
-from sluice.concurrency.scheduler import LockScheduler, LockTask
+from sluice.locks.scheduler import LockScheduler, LockTask
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the from-scratch reference is a test oracle under tests/
+
+from tests.support.lock_reference import ReferenceLockScheduler  # noqa: E402
 
 PARTITION_CYCLE = (1000, 2000, 5000)
 MIN_DURATION, MAX_DURATION = 30.0, 90.0

@@ -53,8 +53,9 @@ def _sluice(*args: str, env: dict[str, str]) -> str:
     return subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
 
 
-def _clock(timestamp: float | None) -> str:
-    return datetime.fromtimestamp(timestamp).strftime("%H:%M:%S") if timestamp else "--:--:--"
+def _clock(when: str | None) -> str:
+    """An ISO-8601 time from `--json` output as local HH:MM:SS."""
+    return datetime.fromisoformat(when).astimezone().strftime("%H:%M:%S") if when else "--:--:--"
 
 
 def main(seconds: float) -> None:

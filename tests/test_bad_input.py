@@ -19,7 +19,6 @@ import pytest
 from hypothesis import strategies as st
 
 import sluice
-from sluice.concurrency.launch import create_execution
 from sluice.config import Settings, load_config
 from sluice.errors import (
     ClaimNeverFitsError,
@@ -30,6 +29,7 @@ from sluice.errors import (
     InvalidPolicyError,
     InvalidQuotaError,
 )
+from sluice.executions.launch import create_execution
 from sluice.runtime import Runtime
 from sluice.sdk.workflow import task_workflow
 from sluice.spec.models import LockSpec
@@ -439,7 +439,7 @@ async def test_bad_names_at_launch_write_nothing(rt: Runtime, name: str) -> None
 
 
 async def test_a_registration_with_bad_names_writes_nothing(rt: Runtime) -> None:
-    from sluice.concurrency.launch_plans import LaunchPlanService
+    from sluice.executions.launch_plans import LaunchPlanService
 
     spec, workflow = big_plan.spec, big_flow.spec
     before = rows(rt.settings.database_url)

@@ -288,6 +288,10 @@ def test_each_call_reads_its_own_file(tmp_path: Path) -> None:
         ({"project": "a/b"}, "project", "'a/b'"),
         ({"domain": "x:y"}, "domain", "'x:y'"),
         ({"project": "p" * 5000}, "project", "5000 characters"),
+        ({"logs": {"segment_bytes": 10}}, "logs.segment_bytes", "10"),
+        ({"logs": {"max_bytes_per_attempt": 1024 * 1024}}, "logs.segment_bytes", "1048576"),
+        ({"logs": {"flush_interval": 0}}, "logs.flush_interval", "0"),
+        ({"logs": {"enabled": "maybe"}}, "logs.enabled", "'maybe'"),
     ],
 )
 def test_values_that_could_never_work_are_refused_naming_key_and_value(
@@ -306,3 +310,14 @@ def test_lock_rules_and_caps_within_range_are_accepted() -> None:
         concurrency={"max_per_domain": {"p/d": 2}},
     )
     assert settings.resources.lock_rules == {"db/partition/*": 1, "api/*": 4}
+
+
+def test_logs_section_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLUICE_LOGS__URL", "memory://logs")
+    monkeypatch.setenv("SLUICE_LOGS__MAX_BYTES_PER_ATTEMPT", "4194304")
+    logs = load_config().logs
+    assert (logs.url, logs.max_bytes_per_attempt, logs.segment_bytes) == (
+        "memory://logs",
+        4 * 1024 * 1024,
+        1024 * 1024,
+    )

@@ -1,20 +1,49 @@
 """sluice: a workflow engine whose concurrency control is correct under any load and crash.
 
-The public API is exactly `__all__`; a test keeps it that way.
+The public API is exactly `__all__`; a test keeps it that way. Its names are imported on
+first use, so `sluice --help` and other commands that never define a task start fast.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from sluice.errors import SluiceError
-from sluice.sdk.launch_plan import LaunchPlan
-from sluice.sdk.task import Cache, Locks, TaskDef, task
-from sluice.sdk.workflow import WorkflowDef, workflow
-from sluice.spec.models import ConcurrencyBehavior, ConcurrencyPolicy, Quota, Schedule
-from sluice.spec.types import Directory, File
+if TYPE_CHECKING:
+    from sluice.errors import SluiceError
+    from sluice.sdk.launch_plan import LaunchPlan
+    from sluice.sdk.task import Cache, Locks, TaskDef, task
+    from sluice.sdk.workflow import WorkflowDef, workflow
+    from sluice.spec.models import ConcurrencyBehavior, ConcurrencyPolicy, Quota, Schedule
+    from sluice.spec.types import Directory, File
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "SluiceError": "sluice.errors",
+    "LaunchPlan": "sluice.sdk.launch_plan",
+    "Cache": "sluice.sdk.task",
+    "Locks": "sluice.sdk.task",
+    "TaskDef": "sluice.sdk.task",
+    "task": "sluice.sdk.task",
+    "WorkflowDef": "sluice.sdk.workflow",
+    "workflow": "sluice.sdk.workflow",
+    "ConcurrencyBehavior": "sluice.spec.models",
+    "ConcurrencyPolicy": "sluice.spec.models",
+    "Quota": "sluice.spec.models",
+    "Schedule": "sluice.spec.models",
+    "Directory": "sluice.spec.types",
+    "File": "sluice.spec.types",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sluice' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import (
     BaseSettings,
@@ -84,7 +85,7 @@ class EngineConfig(_Section):
     """Retryable system failures (a dead worker, a lost engine) allowed beyond user retries."""
     scheduler_policy: Literal["default", "fifo", "shared_locks_first"] = "default"
     starvation_bound: float = Field(default=300.0, gt=0)
-    """Seconds after which a waiting task stops being overtaken (see concurrency/scheduler.py)."""
+    """Seconds after which a waiting task stops being overtaken (see locks/scheduler.py)."""
     plugin_call_timeout: float = Field(default=60.0, gt=0, allow_inf_nan=False)
     """Longest one plugin call (handle, abort, finalize) may take; an overrun is cancelled and
     fails the attempt as a retryable system error. A task's own timeout bounds it further."""
@@ -146,6 +147,34 @@ class ConcurrencyConfig(_Section):
     """With catch_up = "all", at most this many missed firings are launched after downtime."""
 
 
+class LogsConfig(_Section):
+    """Task logs (sluice/logs/): where the stdout and stderr of every attempt are kept."""
+
+    enabled: bool = True
+    """False discards task output (it still never reaches the engine's terminal)."""
+    url: str | None = None
+    """Log store, any fsspec URL: file:///dir, memory://, s3://bucket/prefix (needs s3fs), ...
+    None: a `logs/` directory beside the SQLite database, or `./.sluice/logs` with PostgreSQL
+    (set a shared URL when engines run on several machines)."""
+    max_bytes_per_attempt: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Past this, the oldest segments after the first are removed: the head and the newest
+    tail of a long log are kept, and what was removed is counted."""
+    segment_bytes: int = Field(default=1024 * 1024, ge=256)
+    """Size at which a log segment is closed and a new one started."""
+    flush_interval: float = Field(default=0.5, gt=0, le=60)
+    """Seconds between flushes of buffered lines to the log store and the index."""
+
+    @model_validator(mode="after")
+    def _segments_fit(self) -> LogsConfig:
+        """Rotation keeps the first segment and the newest: two must fit in the limit."""
+        if self.segment_bytes * 2 > self.max_bytes_per_attempt:
+            raise ValueError(
+                f"logs.segment_bytes ({self.segment_bytes}) must be at most half of "
+                f"logs.max_bytes_per_attempt ({self.max_bytes_per_attempt})"
+            )
+        return self
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SLUICE_", env_nested_delimiter="__", extra="forbid", validate_default=True
@@ -159,6 +188,7 @@ class Settings(BaseSettings):
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
+    logs: LogsConfig = Field(default_factory=LogsConfig)
 
     @field_validator("project", "domain", mode="after")
     @classmethod

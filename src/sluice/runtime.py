@@ -13,14 +13,16 @@ from prometheus_client import CollectorRegistry
 
 from sluice.cache import Catalog
 from sluice.clock import Clock, SystemClock
-from sluice.concurrency.launch import check_launch, claim_limits, create_execution, merge_inputs
 from sluice.config import Settings
 from sluice.engine.context import EnvSecrets
 from sluice.engine.engine import Engine
 from sluice.engine.metrics import EngineMetrics
 from sluice.engine.services import EngineServices
 from sluice.errors import NotFoundError
+from sluice.executions.launch import check_launch, claim_limits, create_execution, merge_inputs
 from sluice.ids import new_instance_id
+from sluice.logs import LogFiles, TaskLogSink, log_store_url
+from sluice.logs.reader import LogReader
 from sluice.plugins.builtin import builtin_entries
 from sluice.plugins.core.context import SetupContext
 from sluice.plugins.core.plugin import PluginEntry, validate_task
@@ -59,6 +61,8 @@ class Runtime:
         self.notifier = Notifier(store.db, self.instance_id, clock=clock)
         self.registry: PluginRegistry | None = None
         self.catalog: Catalog | None = None
+        self._log_files: LogFiles | None = None
+        self.task_logs: TaskLogSink | None = None
         self.resources = QuotaManager.from_config(
             settings.resources,
             store_db=store.db,
@@ -111,6 +115,26 @@ class Runtime:
             clock=self.clock,
         )
 
+    @property
+    def log_files(self) -> LogFiles:
+        """The task log store named by logs.url (a `logs/` directory beside SQLite)."""
+        if self._log_files is None:
+            url = log_store_url(self.settings.logs, self.settings.database_url)
+            self._log_files = LogFiles.from_url(url)
+        return self._log_files
+
+    def log_reader(self) -> LogReader:
+        return LogReader(self.store.db, self.log_files, self.clock)
+
+    def open_task_logs(self) -> TaskLogSink:
+        """The engine side of task logs, flushing in the background from now on."""
+        if self.task_logs is None:
+            self.task_logs = TaskLogSink(
+                self.log_files, self.store.db, self.clock, self.settings.logs, self.instance_id
+            )
+            self.task_logs.start()
+        return self.task_logs
+
     async def engine(self, only: Iterable[str] | None = None) -> Engine:
         registry = await self.load_plugins()
         services = EngineServices(
@@ -121,6 +145,7 @@ class Runtime:
             metrics=self.metrics,
             engine_id=self.instance_id,
             counters=self.engine_metrics,
+            logs=self.open_task_logs(),
         )
         await self.resources.start()  # after plugin load: registered quotas are stored now
         return Engine(
@@ -200,6 +225,8 @@ class Runtime:
                 closer = getattr(plugin, "close", None)
                 if closer is not None:
                     await closer()
+        if self.task_logs is not None:  # after the plugins: their last output is in
+            await self.task_logs.close()
         if self.catalog is not None:
             await self.catalog.close()
         await self.resources.close()

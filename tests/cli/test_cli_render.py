@@ -1,10 +1,12 @@
-"""How `executions ls` and `show` render, as functions over records (no subprocess)."""
+"""How `executions ls` and `show` render, as functions over the service's views of records
+(no subprocess)."""
 
 from __future__ import annotations
 
 from rich.console import Console
 
 from sluice.cli.executions import ago, executions_table, print_execution, short_ids
+from sluice.service import convert
 from sluice.spec.phases import ExecutionPhase, NodePhase
 from sluice.store.records import ExecutionRecord, NodeRecord
 
@@ -56,7 +58,8 @@ def test_ls_fits_80_columns_one_line_per_row() -> None:
         for i in range(1, 4)
     ]
     console = Console(width=80, record=True)
-    console.print(executions_table(records, {r.id: i for i, r in enumerate(records, 1)}, NOW))
+    views = [convert.execution_summary(r, NOW, i) for i, r in enumerate(records, 1)]
+    console.print(executions_table(views, NOW))
     lines = console.export_text().splitlines()
     assert max(len(line) for line in lines) <= 80
     body = [line for line in lines if "x0abcdefg" in line]
@@ -75,7 +78,8 @@ TRACEBACK = (
 
 def shown_execution(record: ExecutionRecord, nodes: list[NodeRecord]) -> str:
     console = Console(width=100, record=True)
-    print_execution(record, nodes, console)
+    views = [convert.node_execution(n, None, None, []) for n in nodes]
+    print_execution(convert.execution(record, views, [], NOW), console)
     return console.export_text()
 
 

@@ -1,10 +1,12 @@
-"""The live table of `sluice run`, rendered as a function over records (no terminal)."""
+"""The live table of `sluice run`, rendered as a function over the service's view of the
+records (no terminal)."""
 
 from __future__ import annotations
 
 from rich.console import Console, RenderableType
 
-from sluice.cli.progress import progress_table
+from sluice.cli.progress import progress_table as render
+from sluice.service import convert
 from sluice.spec.phases import ExecutionPhase, NodePhase
 from sluice.store.records import ExecutionRecord, NodeRecord
 
@@ -23,6 +25,11 @@ def execution(phase: ExecutionPhase, reason: str = "") -> ExecutionRecord:
         launch_plan="lp",
         reason=reason,
     )
+
+
+def progress_table(ex: ExecutionRecord, nodes: list[NodeRecord]) -> RenderableType:
+    views = [convert.node_execution(n, None, None, []) for n in nodes]
+    return render(convert.execution(ex, views, [], 0.0))
 
 
 def text(shown: RenderableType) -> str:

@@ -14,9 +14,9 @@ from types import ModuleType
 from typing import Any
 
 from sluice.concurrency.controller import ControllerOptions
-from sluice.concurrency.launch import create_execution
-from sluice.concurrency.launch_plans import LaunchPlanService
 from sluice.config import Settings, load_config
+from sluice.executions.launch import create_execution
+from sluice.executions.launch_plans import LaunchPlanService
 from sluice.runtime import Runtime
 from sluice.sdk.loader import load_module
 from sluice.spec.phases import TERMINAL_EXECUTION_PHASES, ExecutionPhase

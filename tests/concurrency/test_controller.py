@@ -22,7 +22,7 @@ from concurrency.cc_support import (
 )
 from sluice.concurrency.caps import CapsService
 from sluice.concurrency.controller import ConcurrencyController
-from sluice.concurrency.launch import request_abort
+from sluice.executions.launch import request_abort
 from sluice.runtime import Runtime
 from sluice.service.local import await_decision, controller_for, run_controller_candidate
 from sluice.spec.phases import ExecutionPhase

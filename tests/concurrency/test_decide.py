@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sluice.concurrency.decide import Caps, decide
-from sluice.concurrency.policies import UNDECIDED_REASON
 from sluice.concurrency.queues import ControllerState, Tracked
+from sluice.executions.policies import UNDECIDED_REASON
 from sluice.spec.models import ConcurrencyPolicy
 from sluice.spec.phases import ExecutionPhase
 

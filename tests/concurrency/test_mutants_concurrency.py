@@ -7,8 +7,8 @@ from __future__ import annotations
 import itertools
 
 from sluice.concurrency.decide import SHOWN_POSITIONS, Caps, decide, wait_reason
-from sluice.concurrency.policies import UNDECIDED_REASON
 from sluice.concurrency.queues import ControllerState, Tracked
+from sluice.executions.policies import UNDECIDED_REASON
 from sluice.spec.models import ConcurrencyBehavior, ConcurrencyPolicy
 from sluice.spec.phases import ExecutionPhase
 

@@ -23,9 +23,9 @@ from concurrency.cc_support import (
     wait_terminal,
 )
 from sluice.clock import FakeClock
-from sluice.concurrency.schedules import ScheduleRunner, due_firings, firing_times, next_firing
 from sluice.config import ConcurrencyConfig
 from sluice.errors import InvalidArgumentError, InvalidPolicyError
+from sluice.executions.schedules import ScheduleRunner, due_firings, firing_times, next_firing
 from sluice.runtime import Runtime
 from sluice.service.local import run_controller_candidate
 from sluice.spec.models import Schedule

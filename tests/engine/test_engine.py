@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-from sluice.concurrency.launch import request_abort
+from sluice.executions.launch import request_abort
 from sluice.runtime import Runtime
 from sluice.spec.phases import ExecutionPhase, NodePhase
 from support.engine import fast_settings, outcome, run

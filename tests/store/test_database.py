@@ -321,3 +321,29 @@ def test_a_gone_database_is_fatal_only_after_the_bounded_retry() -> None:
     now[0] = 5.0
     health.lost(StoreGoneError("dropped"))
     assert isinstance(health.fatal, StoreGoneError)
+
+
+async def test_task_logs_table_comes_and_goes_with_revision_0003(sqlite_url: str) -> None:
+    from alembic import command
+
+    from sluice.store.migrate import alembic_config
+
+    def tables(conn: sa.Connection) -> set[str]:
+        return set(sa.inspect(conn).get_table_names())
+
+    def move(conn: sa.Connection, target: str, up: bool) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = conn
+        (command.upgrade if up else command.downgrade)(config, target)
+
+    store = await Store.open(sqlite_url)
+    try:
+        assert head_revision() == "0003"
+        async with store.db.begin() as conn:
+            assert "task_logs" in await conn.run_sync(tables)
+            await conn.run_sync(move, "0002", False)
+            assert "task_logs" not in await conn.run_sync(tables)
+            await conn.run_sync(move, "head", True)
+            assert "task_logs" in await conn.run_sync(tables)
+    finally:
+        await store.close()

@@ -1,1 +1,1 @@
-"""The `sluice` command line: thin adapters over the runtime's services."""
+"""The `sluice` command line: thin adapters over the service layer (`sluice.service`)."""

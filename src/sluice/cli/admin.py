@@ -5,24 +5,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
-from prometheus_client import start_http_server
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from sluice.cli.common import opened, print_json, run_async, state
+from sluice.cli.logging_setup import logging_options
 from sluice.errors import StoreGoneError
-from sluice.plugins.builtin import builtin_entries
-from sluice.store.database import Database
-from sluice.store.health import StoreHealth
 
 if TYPE_CHECKING:
-    from sluice.runtime import Runtime
-from sluice.store.migrate import ensure_schema
+    from sluice.service import Sluice
+    from sluice.store.health import StoreHealth
 
 
 @click.group("plugins")
@@ -36,21 +32,8 @@ def plugins() -> None:
 @run_async
 async def plugins_ls(ctx: click.Context, as_json: bool) -> None:
     """Loaded plugins and the task types each handles."""
-    async with opened(ctx) as runtime:
-        registry = await runtime.load_plugins()
-    builtin = {e.id for e in builtin_entries()}
-    unavailable = registry.unavailable()
-    rows = [
-        {
-            "id": e.id,
-            "task_types": list(e.task_types),
-            "default": e.is_default,
-            "source": "builtin" if e.id in builtin else "entry point",
-            "loaded": e.id in registry.plugins and e.id not in unavailable,
-            "why": unavailable.get(e.id) or (None if e.id in registry.plugins else "not enabled"),
-        }
-        for e in registry.entries
-    ]
+    async with opened(ctx) as service:
+        rows = await service.plugins()
     if as_json:
         print_json(rows)
         return
@@ -59,11 +42,11 @@ async def plugins_ls(ctx: click.Context, as_json: bool) -> None:
         table.add_column(column)
     for row in rows:
         table.add_row(
-            str(row["id"]),
-            ", ".join(row["task_types"]),  # type: ignore[arg-type]
-            "yes" if row["default"] else "",
-            str(row["source"]),
-            "yes" if row["loaded"] else escape(f"no ({row['why']})"),  # keeps "[kubernetes]"
+            row.id,
+            ", ".join(row.task_types),
+            "yes" if row.default else "",
+            row.source,
+            "yes" if row.loaded else escape(f"no ({row.why})"),  # keeps "[kubernetes]"
         )
     Console().print(table)
 
@@ -78,6 +61,9 @@ def db() -> None:
 @run_async
 async def db_upgrade(ctx: click.Context) -> None:
     """Create or upgrade the schema to the latest revision."""
+    from sluice.store.database import Database
+    from sluice.store.migrate import ensure_schema
+
     database = await Database.open(state(ctx).settings.database_url, upgrade=True)
     try:
         revision = await ensure_schema(database, upgrade=True)
@@ -88,6 +74,7 @@ async def db_upgrade(ctx: click.Context) -> None:
 
 @click.command("engine")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve /metrics here.")
+@logging_options("INFO")
 @click.pass_context
 @run_async
 async def engine_command(ctx: click.Context, metrics_port: int | None) -> None:
@@ -97,29 +84,32 @@ async def engine_command(ctx: click.Context, metrics_port: int | None) -> None:
     that is gone (dropped, its SQLite file removed or replaced) stops the engine with exit 4
     and one message after `engine.store_gone_timeout` seconds.
     """
-    from sluice.runtime import Runtime
+    from prometheus_client import start_http_server
 
-    runtime = await Runtime.open(state(ctx).settings, role="engine")
+    from sluice.service import Sluice
+
+    service = await Sluice.open(state(ctx).settings, role="engine")
+    runtime = service.runtime
     quiet_expected_store_errors(runtime.store.db.health)
     fatal: StoreGoneError | None = None
-    try:
-        engine = await runtime.engine()
-        await engine.start()
+
+    def ready() -> None:
         if metrics_port is not None:
             start_http_server(metrics_port, registry=runtime.metrics)
         click.echo(f"engine {runtime.instance_id} running on {runtime.store.db.url.display}")
-        fatal = await _until_signal_or(engine.wait_fatal())
-        await engine.stop()
+
+    try:
+        fatal = await service.run_engine(until_signal(), ready)
     finally:
-        await _close_quietly(runtime, fatal)
+        await close_quietly(service, fatal)
     if fatal is not None:
         raise fatal
 
 
-async def _close_quietly(runtime: Runtime, fatal: StoreGoneError | None) -> None:
+async def close_quietly(service: Sluice, fatal: StoreGoneError | None) -> None:
     """Close; when the store is already gone, closing errors say nothing new."""
     try:
-        await runtime.close()
+        await service.close()
     except Exception:
         if fatal is None:
             raise
@@ -137,17 +127,8 @@ def quiet_expected_store_errors(health: StoreHealth) -> None:
         handler.addFilter(health.log_filter)
 
 
-async def _until_signal_or(fatal: Coroutine[Any, Any, StoreGoneError]) -> StoreGoneError | None:
-    """Wait for SIGINT/SIGTERM (None) or for `fatal` to return its error."""
-    signalled = asyncio.ensure_future(_until_signal())
-    failed = asyncio.ensure_future(fatal)
-    await asyncio.wait([signalled, failed], return_when=asyncio.FIRST_COMPLETED)
-    for task in (signalled, failed):
-        task.cancel()
-    return failed.result() if failed.done() and not failed.cancelled() else None
-
-
-async def _until_signal() -> None:
+async def until_signal() -> None:
+    """Return at SIGINT or SIGTERM."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -7,10 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sluice.cli.common import iso, opened, print_json, run_async
-from sluice.errors import InvalidArgumentError, NotFoundError
-from sluice.spec.names import check_entity_name
-from sluice.spec.values import MAX_LIST_LIMIT, check_count
-from sluice.store.store import Repos
+from sluice.errors import InvalidArgumentError
 
 
 @click.group("cache")
@@ -31,27 +28,10 @@ def cache() -> None:
 async def cache_ls(ctx: click.Context, task_name: str | None, limit: int, as_json: bool) -> None:
     """Cache entries, newest first: key (its first 16 characters; `cache rm` takes them), task,
     cache version, when, which run computed it."""
-    limit = check_count("--limit", limit, InvalidArgumentError, low=1, high=MAX_LIST_LIMIT)
-    if task_name is not None:
-        check_entity_name("--task", task_name)
-    async with opened(ctx) as runtime:
-        catalog = await runtime.open_catalog()
-        if task_name is not None:
-            task_name = await catalog.resolve_task_name(task_name)
-        entries = await catalog.list_entries(task_name=task_name, limit=limit)
-    rows = [
-        {
-            "key": e.key,
-            "task": e.task_name,
-            "cache_version": e.cache_version,
-            "created_at": e.created_at,
-            "execution": e.source.execution_id,
-            "node": e.source.node_id,
-        }
-        for e in entries
-    ]
+    async with opened(ctx) as service:
+        entries = await service.cache_entries(task_name, limit)
     if as_json:
-        print_json(rows)
+        print_json(entries)
         return
     table = Table()
     table.add_column("key", no_wrap=True, min_width=SHOWN_KEY)  # whole, to copy
@@ -59,11 +39,7 @@ async def cache_ls(ctx: click.Context, task_name: str | None, limit: int, as_jso
         table.add_column(column, overflow="fold")
     for e in entries:
         table.add_row(
-            e.key[:SHOWN_KEY],
-            e.task_name,
-            e.cache_version,
-            iso(e.created_at),
-            f"{e.source.execution_id}/{e.source.node_id}",
+            e.key[:SHOWN_KEY], e.task, e.cache_version, iso(e.created_at), f"{e.execution}/{e.node}"
         )
     Console().print(table)
 
@@ -87,17 +63,8 @@ async def cache_rm(ctx: click.Context, keys: tuple[str, ...], task_name: str | N
     matches no entry or several, or --task names no entries."""
     if not keys and not task_name:
         raise InvalidArgumentError("cache rm needs KEY arguments or --task NAME")
-    if task_name is not None:
-        check_entity_name("--task", task_name)
-    async with opened(ctx) as runtime:
-        catalog = await runtime.open_catalog()
-        full_keys = await catalog.resolve_keys(keys) if keys else []
-        task = await catalog.resolve_task_name(task_name) if task_name is not None else None
-        if task is not None and not await catalog.list_entries(task_name=task, limit=1):
-            raise NotFoundError(f"no cache entries of task {task_name!r}")
-        removed = await catalog.remove_entries(full_keys, task_name=task)
-    if removed == 0:  # removed by someone else since they were resolved
-        raise NotFoundError("no cache entry matched: nothing removed")
+    async with opened(ctx) as service:
+        removed = await service.remove_cache_entries(keys, task_name)
     click.echo(f"removed {removed} cache entr{'y' if removed == 1 else 'ies'}")
 
 
@@ -111,53 +78,26 @@ def reservations() -> None:
 @click.pass_context
 @run_async
 async def reservations_ls(ctx: click.Context, as_json: bool) -> None:
-    """Every reservation: key, task, owner (execution/node), seconds until it expires."""
-    async with opened(ctx) as runtime:
-        listed = await (await runtime.open_catalog()).list_reservations()
-        async with runtime.store.read() as repos:
-            tasks = {
-                info.reservation.owner_id: await _task_of(repos, info.reservation.owner_id)
-                for info in listed
-            }
-    rows = [
-        {
-            "key": i.reservation.key,
-            "task": tasks[i.reservation.owner_id],
-            "owner": i.reservation.owner_id,
-            "expires_in": round(i.expires_in, 1),
-        }
-        for i in listed
-    ]
+    """Every reservation: key, task, owner (execution/node), seconds until it expires, and
+    the nodes waiting for it."""
+    async with opened(ctx) as service:
+        listed = await service.reservations()
     if as_json:
-        print_json(rows)
+        print_json(listed)
         return
     table = Table()
-    for column in ("key", "task", "owner", "expires in"):
+    for column in ("key", "task", "owner", "expires in", "waiting"):
         table.add_column(column, overflow="fold")
-    for info in listed:
-        expires, owner = info.expires_in, info.reservation.owner_id
+    for r in listed:
+        expires = r.expires_in
         table.add_row(
-            info.reservation.key[:16],
-            tasks[owner],
-            owner,
+            r.key[:16],
+            r.task,
+            r.owner,
             f"{expires:.1f}s" if expires >= 0 else f"expired {-expires:.1f}s ago",
+            ", ".join(r.waiters),
         )
     Console().print(table)
-
-
-async def _task_of(repos: Repos, owner_id: str) -> str:
-    """The task an owner id ("execution/node") runs, when the store still knows it."""
-    execution_id, _, node_id = owner_id.partition("/")
-    record = await repos.executions.get(execution_id)
-    if record is None:
-        return ""
-    spec = await repos.specs.get_workflow(
-        record.project, record.domain, record.workflow_name, record.workflow_version
-    )
-    try:
-        return spec.tasks[spec.node(node_id).task].name if spec else ""
-    except KeyError:
-        return ""
 
 
 COMMANDS = [cache, reservations]

@@ -23,10 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
-from sluice.config import Settings, load_config
 from sluice.errors import (
     BackendUnavailableError,
     MissingDependencyError,
@@ -35,7 +32,8 @@ from sluice.errors import (
 )
 
 if TYPE_CHECKING:
-    from sluice.runtime import Runtime
+    from sluice.config import Settings
+    from sluice.service import Sluice
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SKIPPED, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
 T = TypeVar("T")
@@ -50,6 +48,8 @@ class CliState:
     @property
     def settings(self) -> Settings:
         if self._settings is None:
+            from sluice.config import load_config
+
             self._settings = load_config(self.config_path, **self.overrides)
         return self._settings
 
@@ -63,6 +63,9 @@ def exit_code_for(error: SluiceError) -> int:
 def fail(message: str, code: int) -> None:
     """One line on stderr; the message is escaped, so `pip install 'sluice[redis]'` and other
     bracketed text print as written, never read as rich markup."""
+    from rich.console import Console
+    from rich.markup import escape
+
     Console(stderr=True, highlight=False).print(
         f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True
     )
@@ -86,15 +89,12 @@ def run_async(command: Callable[..., Coroutine[Any, Any, int | None]]) -> Callab
 
 
 @contextlib.asynccontextmanager
-async def opened(ctx: click.Context, role: str = "cli") -> AsyncIterator[Runtime]:
-    """A runtime on the configured store for one command, closed when the command ends."""
-    from sluice.runtime import Runtime
+async def opened(ctx: click.Context, role: str = "cli") -> AsyncIterator[Sluice]:
+    """The service on the configured store for one command, closed when the command ends."""
+    from sluice.service import Sluice
 
-    runtime = await Runtime.open(state(ctx).settings, role=role)
-    try:
-        yield runtime
-    finally:
-        await runtime.close()
+    async with await Sluice.open(state(ctx).settings, role=role) as service:
+        yield service
 
 
 def state(ctx: click.Context) -> CliState:
@@ -103,11 +103,25 @@ def state(ctx: click.Context) -> CliState:
     return found
 
 
-def iso(timestamp: float | None) -> str:
-    if timestamp is None:
+def iso(when: float | datetime | None) -> str:
+    """A time as `YYYY-MM-DD HH:MM:SS` (UTC) for tables; "" for None."""
+    if when is None:
         return ""
-    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    if not isinstance(when, datetime):
+        when = datetime.fromtimestamp(when, UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def print_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+    """JSON on stdout: service views as the HTTP API serializes them (ISO-8601 UTC times)."""
+    click.echo(json.dumps(_jsonable(value), indent=2, sort_keys=True, default=str))
+
+
+def _jsonable(value: Any) -> Any:
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value

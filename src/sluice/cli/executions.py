@@ -2,32 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import click
-import sqlalchemy as sa
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sluice.cancellation import wait_event
-from sluice.cli.common import EXIT_FAILED, iso, print_json, run_async, state
-from sluice.cli.progress import node_phase_label
-from sluice.cli.run import execution_json
-from sluice.concurrency.launch import request_abort
-from sluice.concurrency.repository import ConcurrencyRepository
-from sluice.errors import InvalidArgumentError, NotFoundError
-from sluice.runtime import Runtime
+from sluice.cli.common import EXIT_FAILED, iso, opened, print_json, run_async
+from sluice.errors import InvalidArgumentError
+from sluice.service import ExecutionFilter, parse_phases
+from sluice.service.models import Attempt, Execution, ExecutionSummary, NodeExecution
 from sluice.spec.phases import ExecutionPhase
 from sluice.spec.values import MAX_LIST_LIMIT, check_count
-from sluice.store import schema
-from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL
-from sluice.store.records import ExecutionRecord, NodeRecord
-from sluice.store.store import Repos
 
 
 @click.group("executions")
@@ -35,40 +26,34 @@ def executions() -> None:
     """List, inspect, abort and create executions."""
 
 
-def _phases(values: tuple[str, ...]) -> list[ExecutionPhase] | None:
-    if not values:
-        return None
-    try:
-        return [ExecutionPhase(v.upper()) for v in values]
-    except ValueError:
-        names = ", ".join(p.value.lower() for p in ExecutionPhase)
-        raise InvalidArgumentError(f"--phase {values!r}: phases are {names}") from None
-
-
 @executions.command("ls")
 @click.option("--phase", "phases", multiple=True, help="Only these phases (repeatable).")
+@click.option("--launch-plan", help="Only executions of this launch plan.")
 @click.option("--limit", default=50, show_default=True, type=int, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @run_async
-async def ls(ctx: click.Context, phases: tuple[str, ...], limit: int, as_json: bool) -> None:
-    limit = check_count("--limit", limit, InvalidArgumentError, low=1, high=MAX_LIST_LIMIT)
+async def ls(
+    ctx: click.Context,
+    phases: tuple[str, ...],
+    launch_plan: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
     """Executions, newest first; PENDING ones with their position in their launch plan's
     queue (promotion order: priority, then creation) and what they wait for."""
-    runtime = await Runtime.open(state(ctx).settings, role="cli")
-    try:
-        async with runtime.store.read() as repos:
-            records = await repos.executions.find(phases=_phases(phases), limit=limit)
-            positions = await pending_positions(repos, records)
-    finally:
-        await runtime.close()
-    if records and len(positions) == len(records):  # only PENDING ones: list them in order
-        records.sort(key=lambda r: (r.launch_plan or "", positions[r.id]))
+    limit = check_count("--limit", limit, InvalidArgumentError, low=1, high=MAX_LIST_LIMIT)
+    where = ExecutionFilter(phases=parse_phases(phases), launch_plan=launch_plan)
+    async with opened(ctx) as service:
+        records = (await service.executions(where, limit=limit)).items
+        now = service.now()
+    if records and all(r.position is not None for r in records):  # PENDING only: queue order
+        records.sort(key=lambda r: (r.launch_plan or "", r.position or 0))
     if as_json:
-        print_json([{**execution_json(r), "position": positions.get(r.id)} for r in records])
+        print_json(records)
         return
     console = Console()
-    console.print(executions_table(records, positions, runtime.clock.now(), console.width))
+    console.print(executions_table(records, now, console.width))
 
 
 SHORT_ID = 8
@@ -94,30 +79,29 @@ def _common_prefix(a: str, b: str) -> int:
     return length
 
 
-def ago(timestamp: float | None, now: float) -> str:
+def ago(when: datetime | float | None, now: float) -> str:
     """`5s ago`, `3m ago`, `3h ago`, `2d ago`: how long before `now`."""
-    if timestamp is None:
+    if when is None:
         return ""
-    seconds = max(0, int(now - timestamp))
+    at = when.timestamp() if isinstance(when, datetime) else when
+    seconds = max(0, int(now - at))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit} ago"
     return f"{seconds}s ago"
 
 
-def executions_table(
-    records: list[ExecutionRecord], positions: dict[str, int], now: float, width: int = 80
-) -> Table:
+def executions_table(records: list[ExecutionSummary], now: float, width: int = 80) -> Table:
     """One line per execution within `width` columns: long values are cut with an ellipsis
     (all of them are in `executions show`), never wrapped."""
     shown = short_ids([r.id for r in records])
     rows = [
         (
             shown[r.id],
-            r.workflow_name,
+            r.workflow.rpartition("@")[0],
             r.launch_plan or "",
-            r.phase.value,
-            str(positions[r.id]) if r.id in positions else "",
+            r.phase,
+            str(r.position) if r.position is not None else "",
             ago(r.created_at, now),
             _last_line(r.reason),
         )
@@ -155,64 +139,6 @@ _LS_COLUMNS = (
 """Each column's name and widest (for the reason: narrowest) number of characters."""
 
 
-async def pending_positions(repos: Repos, records: list[ExecutionRecord]) -> dict[str, int]:
-    """Each PENDING execution's place (1 = next) in its launch plan name's queue, now."""
-    queues = {
-        (r.project, r.domain, r.launch_plan) for r in records if r.phase is ExecutionPhase.PENDING
-    }
-    positions: dict[str, int] = {}
-    for project, domain, launch_plan in queues:
-        order = await ConcurrencyRepository(repos.conn).pending_order(project, domain, launch_plan)
-        positions.update({execution_id: i for i, execution_id in enumerate(order, 1)})
-    listed = {r.id for r in records}
-    return {k: v for k, v in positions.items() if k in listed}
-
-
-def _node_json(node: NodeRecord) -> dict[str, object]:
-    return {
-        "node": node.node_id,
-        "phase": node.phase.value,
-        "task_phase": node_phase_label(node),
-        "attempt": node.attempt,
-        "reason": node.reason,
-        "cache_status": node.cache_status.value,
-        "reservation_status": node.reservation_status.value,
-        "outputs": node.outputs,
-        "error": node.error,
-        "started_at": node.started_at,
-        "ended_at": node.ended_at,
-    }
-
-
-_MATCHES_SHOWN = 10
-
-
-async def _by_id_or_prefix(repos: Repos, text: str) -> ExecutionRecord:
-    """The execution with this id, or the only one whose id starts with it (what `ls`
-    shows); a prefix of several is an error naming them."""
-    record = await repos.executions.get(text)
-    if record is not None:
-        return record
-    table = schema.executions
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    query = (
-        sa.select(table.c.id)
-        .where(table.c.id.like(f"{escaped}%", escape="\\"))
-        .order_by(table.c.id)
-        .limit(_MATCHES_SHOWN + 1)
-    )
-    matches = [row[0] for row in await repos.conn.execute(query)]
-    if not matches:
-        raise NotFoundError(f"execution {text!r} does not exist")
-    if len(matches) > 1:
-        more = ", ..." if len(matches) > _MATCHES_SHOWN else ""
-        listed = ", ".join(matches[:_MATCHES_SHOWN]) + more
-        raise InvalidArgumentError(f"execution {text!r} is ambiguous, it matches: {listed}")
-    found = await repos.executions.get(matches[0])
-    assert found is not None
-    return found
-
-
 @executions.command("show")
 @click.argument("execution_id")
 @click.option("--events", "with_events", is_flag=True, help="Also list every recorded event.")
@@ -220,52 +146,47 @@ async def _by_id_or_prefix(repos: Repos, text: str) -> ExecutionRecord:
 @click.pass_context
 @run_async
 async def show(ctx: click.Context, execution_id: str, with_events: bool, as_json: bool) -> None:
-    """One execution: phase, inputs, outputs, and each node's phase and reason."""
-    runtime = await Runtime.open(state(ctx).settings, role="cli")
-    try:
-        async with runtime.store.read() as repos:
-            record = await _by_id_or_prefix(repos, execution_id)
-            nodes = await repos.nodes.list(record.id)
-            events = await repos.events.list(record.id) if with_events or as_json else []
-    finally:
-        await runtime.close()
+    """One execution: phase, inputs, outputs, each node's phase and reason, and each
+    attempt (start, end, phase, error, log size). ID may be a unique prefix."""
+    async with opened(ctx) as service:
+        found = await service.execution(execution_id, events=with_events or as_json)
     if as_json:
-        print_json(
-            {
-                **execution_json(record),
-                "nodes": [_node_json(n) for n in nodes],
-                "events": [e.__dict__ for e in events],
-            }
-        )
+        print_json(found)
         return
-    print_execution(record, nodes, Console())
+    console = Console()
+    print_execution(found, console)
     if with_events:
-        for e in events:
+        for e in found.events:
             who = f"node {e.node_id}" if e.node_id else "execution"
+            attempt = f" attempt {e.attempt}" if e.node_id else ""
             click.echo(
-                f"{iso(e.occurred_at)} {who} attempt {e.attempt + 1} {e.phase} "
+                f"{iso(e.occurred_at)} {who}{attempt} {e.phase} "
                 f"v{e.phase_version} {_last_line(e.reason)}"
             )
 
 
-def print_execution(record: ExecutionRecord, nodes: list[NodeRecord], console: Console) -> None:
+def print_execution(found: Execution, console: Console) -> None:
     """The execution, its inputs and outputs as JSON, its error as text (the message, then
-    its traceback lines as they are), its nodes, then the errors of failed nodes not shown."""
+    its traceback lines as they are), its nodes and their attempts, then the errors of failed
+    nodes not shown yet."""
     console.print(
-        f"[bold]{escape(record.id)}[/] {escape(record.workflow_key)} "
-        f"[bold]{record.phase.value}[/] {escape(record.reason)}",
+        f"[bold]{escape(found.id)}[/] {escape(found.workflow)} "
+        f"[bold]{found.phase}[/] {escape(found.reason)}",
         highlight=False,
     )
-    console.print(f"inputs: {_json_text(record.inputs)}", highlight=False, markup=False)
-    if record.outputs is not None:
-        console.print(f"outputs: {_json_text(record.outputs)}", highlight=False, markup=False)
-    if record.error:
-        node = record.error.get("node")
-        _print_error(console, f"error in node {node}" if node else "error", record.error)
-    console.print(_nodes_table(nodes))
-    for n in nodes:
-        if n.error and not (record.error and record.error.get("node") == n.node_id):
-            _print_error(console, f"node {n.node_id} failed", n.error)
+    console.print(f"inputs: {_json_text(found.inputs)}", highlight=False, markup=False)
+    if found.outputs is not None:
+        console.print(f"outputs: {_json_text(found.outputs)}", highlight=False, markup=False)
+    if found.error:
+        node = found.error.get("node")
+        _print_error(console, f"error in node {node}" if node else "error", found.error)
+    console.print(_nodes_table(found.nodes))
+    retried = [n for n in found.nodes if len(n.attempts) > 1]
+    if retried:
+        console.print(_attempts_table(retried))
+    for n in found.nodes:
+        if n.error and not (found.error and found.error.get("node") == n.node):
+            _print_error(console, f"node {n.node} failed", n.error)
 
 
 def _json_text(value: object) -> str:
@@ -283,26 +204,52 @@ def _print_error(console: Console, heading: str, error: dict[str, Any]) -> None:
         console.print("\n".join(lines), highlight=False, markup=False, soft_wrap=True)
 
 
-def _nodes_table(nodes: list[NodeRecord]) -> Table:
+def _nodes_table(nodes: list[NodeExecution]) -> Table:
     table = Table()
     for column in ("node", "phase", "attempt", "cache", "reason"):
         table.add_column(column, overflow="fold")
     for n in nodes:
-        table.add_row(
-            n.node_id,
-            node_phase_label(n),
-            str(n.attempt + 1),
-            n.cache_status.value,
-            _last_line(n.reason),
-        )
+        table.add_row(n.node, n.task_phase, str(n.attempt), n.cache_status, _last_line(n.reason))
     return table
+
+
+def _attempts_table(nodes: list[NodeExecution]) -> Table:
+    """Every attempt of the nodes that had more than one."""
+    table = Table(title="attempts", title_justify="left")
+    for column in ("node", "attempt", "started", "ended", "phase", "error", "log"):
+        table.add_column(column, overflow="fold")
+    for n in nodes:
+        for a in n.attempts:
+            table.add_row(
+                n.node,
+                str(a.attempt),
+                iso(a.started_at),
+                iso(a.ended_at),
+                a.phase,
+                _error_line(a),
+                _size(a.log_bytes),
+            )
+    return table
+
+
+def _error_line(attempt: Attempt) -> str:
+    if not attempt.error:
+        return ""
+    return f"{attempt.error.get('code', '')}: {_last_line(str(attempt.error.get('message', '')))}"
+
+
+def _size(count: int | None) -> str:
+    if count is None:
+        return ""
+    for unit, size in (("MB", 1 << 20), ("kB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} B"
 
 
 _ABORT_TIMEOUT = 60.0
 """Seconds `executions abort` waits by default for the execution to end: long enough for a
 dead owner's lease (30 s by default) to run out and this command's engine to finish the abort."""
-_RECHECK = 1.0
-"""Seconds between re-reads of the execution while waiting, should a notification be missed."""
 
 
 @executions.command("abort")
@@ -334,60 +281,20 @@ async def abort(
     owner, this command's own engine takes the execution over once its lease runs out."""
     if not seconds > 0:
         raise InvalidArgumentError(f"--timeout {seconds}: must be a positive number of seconds")
-    runtime = await Runtime.open(state(ctx).settings, role="cli")
-    try:
-        record = await request_abort(
-            runtime.store, runtime.notifier, runtime.clock, execution_id, reason
-        )
-        if wait and not record.phase.is_terminal:
-            record = await _finish_abort(runtime, execution_id, seconds)
-    finally:
-        await runtime.close()
-    if record.phase.is_terminal:
-        click.echo(f"execution {record.id} ended {record.phase.value}")
+    async with opened(ctx) as service:
+        record = await service.abort(execution_id, reason, wait=wait, within=seconds)
+    if ExecutionPhase(record.phase).is_terminal:
+        click.echo(f"execution {record.id} ended {record.phase}")
         return 0
     if not wait:
-        click.echo(f"abort of execution {record.id} requested ({record.phase.value})")
+        click.echo(f"abort of execution {record.id} requested ({record.phase})")
         return 0
     click.echo(
-        f"execution {record.id} is still {record.phase.value} after {seconds:g}s; "
+        f"execution {record.id} is still {record.phase} after {seconds:g}s; "
         f"its engine has not finished the abort (see `sluice executions show {record.id}`)",
         err=True,
     )
     return EXIT_FAILED
-
-
-async def _finish_abort(runtime: Runtime, execution_id: str, seconds: float) -> ExecutionRecord:
-    """The execution once terminal, or as it is after `seconds`.
-
-    The owner may be another process, whose engine's end of the execution arrives here as a
-    notification on the executions channel (re-read every second besides); with no live
-    owner, the engine started here takes the execution over and finishes the abort."""
-    changed = asyncio.Event()
-
-    def on_change(payload: str) -> None:
-        if payload in (execution_id, WAKE_ALL):
-            changed.set()
-
-    unsubscribe = runtime.notifier.subscribe(EXECUTIONS_CHANNEL, on_change)
-    engine = await runtime.engine(only=[execution_id])
-    await engine.start()
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    try:
-        while True:
-            changed.clear()  # before the read: a change after it sets the event again
-            async with runtime.store.read() as repos:
-                record = await repos.executions.get(execution_id)
-            if record is None:
-                raise NotFoundError(f"execution {execution_id!r} does not exist")
-            remaining = deadline - loop.time()
-            if record.phase.is_terminal or remaining <= 0:
-                return record
-            await wait_event(changed, min(remaining, _RECHECK))
-    finally:
-        unsubscribe()
-        await engine.stop()
 
 
 def _last_line(text: str) -> str:

@@ -1,18 +1,133 @@
-"""The `sluice` command group."""
+"""The `sluice` command group.
+
+Commands are imported when they run, not when the group is built: `sluice --help` lists
+them from the table below without importing the store, SQLAlchemy or the engine.
+"""
 
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 import click
 
 from sluice.cli.common import CliState
-from sluice.store.database import existing_database_only
+
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "run": (
+        "sluice.cli.run",
+        "run_command",
+        "Run a workflow, launch plan or task here, live.",
+    ),
+    "executions": (
+        "sluice.cli.executions",
+        "executions",
+        "List, inspect, abort and create executions.",
+    ),
+    "launchplan": (
+        "sluice.cli.launchplans",
+        "launchplan",
+        "Launch plan versions, policies and schedules.",
+    ),
+    "quota": (
+        "sluice.cli.quota",
+        "quota",
+        "Resource quotas: tokens of named resources tasks claim.",
+    ),
+    "locks": (
+        "sluice.cli.quota",
+        "locks",
+        "Lock names tasks hold exclusively.",
+    ),
+    "cache": (
+        "sluice.cli.cache",
+        "cache",
+        "Cached task outputs.",
+    ),
+    "reservations": (
+        "sluice.cli.cache",
+        "reservations",
+        "Cache reservations: who computes what.",
+    ),
+    "concurrency": (
+        "sluice.cli.concurrency",
+        "concurrency",
+        "Platform caps and the controller.",
+    ),
+    "plugins": (
+        "sluice.cli.admin",
+        "plugins",
+        "Task plugins.",
+    ),
+    "db": (
+        "sluice.cli.admin",
+        "db",
+        "The state database.",
+    ),
+    "engine": (
+        "sluice.cli.admin",
+        "engine_command",
+        "Run an engine until SIGINT or SIGTERM.",
+    ),
+    "serve": (
+        "sluice.cli.serve",
+        "serve_command",
+        "Run the controller, the schedules, an engine, the API and UI.",
+    ),
+    "ui": (
+        "sluice.cli.serve",
+        "ui_command",
+        "Serve the web UI and API over this machine's store.",
+    ),
+    "tokens": (
+        "sluice.cli.tokens",
+        "tokens",
+        "API tokens: create, list, revoke.",
+    ),
+}
+"""Each command: the module and attribute defining it, and its one-line help."""
+
+READ_ONLY = [
+    ("executions", "ls"),
+    ("executions", "show"),
+    ("quota", "ls"),
+    ("cache", "ls"),
+    ("reservations", "ls"),
+    ("locks", "ls"),
+    ("launchplan", "ls"),
+    ("concurrency", "status"),
+    ("concurrency", "caps", "ls"),
+]
+"""Commands that only read: on a SQLite file that does not exist they fail (exit 2, naming
+the path) instead of creating it, its directories and an empty schema to list. `plugins ls`
+is not one of them: it lists what is installed, not what is stored, so it answers on a
+machine with no store yet (loading plugins opens the store as an engine would)."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose commands come from COMMANDS, imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, attribute, _ = COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module), attribute)
+            _add_subcommands(cmd_name, command)
+            _mark_read_only(cmd_name, command)
+            self.add_command(command, cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in sorted(COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--config", "config_path", metavar="PATH", help="TOML config file (or SLUICE_CONFIG)."
 )
@@ -42,70 +157,35 @@ def cli(
     ctx.obj = CliState(config_path, overrides)
 
 
-def _register() -> None:
-    from sluice.cli import (
-        admin,
-        cache,
-        concurrency,
-        create,
-        executions,
-        launchplans,
-        quota,
-        run,
-        serve,
-        tokens,
-    )
+def _add_subcommands(name: str, command: click.Command) -> None:
+    if name == "executions":  # `executions create` lives apart from ls/show/abort
+        from sluice.cli.create import create
 
-    cli.add_command(run.run_command)
-    cli.add_command(executions.executions)
-    executions.executions.add_command(create.create)
-    for command in [*admin.COMMANDS, *cache.COMMANDS, *quota.COMMANDS]:
-        cli.add_command(command)
-    cli.add_command(serve.serve_command)
-    cli.add_command(serve.ui_command)
-    cli.add_command(tokens.tokens)
-    cli.add_command(launchplans.launchplan)
-    cli.add_command(concurrency.concurrency)
-
-
-READ_ONLY = [
-    ("executions", "ls"),
-    ("executions", "show"),
-    ("quota", "ls"),
-    ("cache", "ls"),
-    ("reservations", "ls"),
-    ("locks", "ls"),
-    ("launchplan", "ls"),
-    ("concurrency", "status"),
-    ("concurrency", "caps", "ls"),
-]
-"""Commands that only read: on a SQLite file that does not exist they fail (exit 2, naming
-the path) instead of creating it, its directories and an empty schema to list. `plugins ls`
-is not one of them: it lists what is installed, not what is stored, so it answers on a
-machine with no store yet (loading plugins opens the store as an engine would)."""
+        assert isinstance(command, click.Group)
+        command.add_command(create)
 
 
 def _existing_database_only(callback: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(callback)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from sluice.store.database import existing_database_only
+
         with existing_database_only():
             return callback(*args, **kwargs)
 
     return wrapper
 
 
-def _mark_read_only() -> None:
+def _mark_read_only(name: str, command: click.Command) -> None:
     for path in READ_ONLY:
-        command: click.Command = cli
-        for name in path:
-            assert isinstance(command, click.Group)
-            command = command.commands[name]
-        assert command.callback is not None
-        command.callback = _existing_database_only(command.callback)
-
-
-_register()
-_mark_read_only()
+        if path[0] != name:
+            continue
+        found = command
+        for part in path[1:]:
+            assert isinstance(found, click.Group)
+            found = found.commands[part]
+        assert found.callback is not None
+        found.callback = _existing_database_only(found.callback)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,30 +1,23 @@
 """`sluice serve`: the concurrency controller, the schedules, an engine and the HTTP API (with
-the web UI) in one process; `sluice ui`, the same for a laptop's embedded store."""
+the web UI) in one process; `sluice ui`: the same over this machine's store, for a laptop."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from prometheus_client import start_http_server
 
-from sluice.cli.admin import (
-    _close_quietly,
-    _until_signal,
-    _until_signal_or,
-    quiet_expected_store_errors,
-)
+from sluice.cli.admin import close_quietly, quiet_expected_store_errors, until_signal
 from sluice.cli.common import run_async, state
-from sluice.concurrency.schedules import ScheduleRunner
-from sluice.errors import StoreGoneError
-from sluice.http.server import DEFAULT_HOST, DEFAULT_PORT, Listening, http_server
-from sluice.runtime import Runtime
-from sluice.service import Sluice
-from sluice.service.local import run_controller_candidate
+from sluice.cli.logging_setup import logging_options
 
+if TYPE_CHECKING:
+    from sluice.http.server import Listening
+    from sluice.service import Sluice
+
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8080
 _HOST_HELP = "Listen on this address; anything but loopback needs API tokens."
 
 
@@ -42,6 +35,7 @@ def http_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve /metrics here.")
 @click.option("--http/--no-http", default=True, show_default=True, help="Serve the API and UI.")
 @http_options
+@logging_options("INFO")
 @click.pass_context
 @run_async
 async def serve_command(
@@ -61,6 +55,7 @@ async def serve_command(
 
 @click.command("ui")
 @http_options
+@logging_options("WARNING")
 @click.pass_context
 @run_async
 async def ui_command(ctx: click.Context, host: str, port: int) -> None:
@@ -77,61 +72,48 @@ async def serve_all(
     metrics_port: int | None,
     listen: tuple[str, int] | None,
 ) -> None:
-    runtime = await Runtime.open(state(ctx).settings, role="serve")
+    from prometheus_client import start_http_server
+
+    from sluice.service import Sluice
+
+    service = await Sluice.open(state(ctx).settings, role="serve")
+    runtime = service.runtime
     quiet_expected_store_errors(runtime.store.db.health)
     server = None
-    fatal: StoreGoneError | None = None
+    fatal = None
     try:
         if metrics_port is not None:
             server, _ = start_http_server(metrics_port, registry=runtime.metrics)
-        async with (
-            _http(runtime, listen) as listening,
-            run_controller_candidate(runtime, metrics=True),
-        ):
-            fatal = await _serve(runtime, engine, schedules, listening)
+        async with _http(service, listen) as listening:
+            fatal = await service.serve(
+                until_signal(),
+                engine=engine,
+                schedules=schedules,
+                ready=lambda: _announce(service, listening),
+            )
     finally:
         if server is not None:
             server.shutdown()
-        await _close_quietly(runtime, fatal)
+        await close_quietly(service, fatal)
     if fatal is not None:
         raise fatal  # one line, exit 4, as `sluice engine`
 
 
-async def _serve(
-    runtime: Runtime, with_engine: bool, with_schedules: bool, listening: Listening | None
-) -> StoreGoneError | None:
-    """Serve until a signal (None), or until the engine finds the store gone (its error)."""
-    settings = runtime.settings
-    runner = ScheduleRunner(runtime.store, runtime.notifier, runtime.clock, settings.concurrency)
-    firing = asyncio.create_task(runner.run()) if with_schedules else None
-    engine = await runtime.engine() if with_engine else None
-    if engine is not None:
-        await engine.start()
+def _announce(service: Sluice, listening: Listening | None) -> None:
+    runtime = service.runtime
     click.echo(f"sluice serve {runtime.instance_id} on {runtime.store.db.url.display}")
     if listening is not None:
         auth = "every request needs a token" if listening.needs_token else "no token needed"
         click.echo(f"HTTP API on {listening.url}/api/v1 ({auth}), web UI on {listening.url}/")
-    try:
-        if engine is None:
-            await _until_signal()
-            return None
-        return await _until_signal_or(engine.wait_fatal())
-    finally:
-        if engine is not None:
-            await engine.stop()
-        if firing is not None:
-            firing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await firing
 
 
 @contextlib.asynccontextmanager
-async def _http(
-    runtime: Runtime, listen: tuple[str, int] | None
-) -> AsyncIterator[Listening | None]:
+async def _http(service: Sluice, listen: tuple[str, int] | None) -> AsyncIterator[Listening | None]:
     """Listening first, so a taken port fails the command before anything else starts."""
     if listen is None:
         yield None
         return
-    async with http_server(Sluice(runtime), *listen) as listening:
+    from sluice.http.server import http_server
+
+    async with http_server(service, *listen) as listening:
         yield listening

@@ -6,8 +6,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from sluice.cli.common import opened, print_json, run_async
-from sluice.service import Sluice
+from sluice.cli.common import iso, opened, print_json, run_async
 
 
 @click.group("tokens")
@@ -25,8 +24,8 @@ async def tokens_create(
     ctx: click.Context, projects: tuple[str, ...], read_only: bool, name: str
 ) -> None:
     """Create a token and print it once: only its hash is stored."""
-    async with opened(ctx) as runtime:
-        issued = await Sluice(runtime).tokens.create(projects, read_only=read_only, name=name)
+    async with opened(ctx) as service:
+        issued = await service.tokens.create(projects, read_only=read_only, name=name)
     click.echo(issued.secret)
     what = "read-only" if read_only else "read-write"
     click.echo(
@@ -42,18 +41,18 @@ async def tokens_create(
 @run_async
 async def tokens_ls(ctx: click.Context, as_json: bool) -> None:
     """Every token (never its secret), revoked ones included."""
-    async with opened(ctx) as runtime:
-        listed = await Sluice(runtime).tokens.list()
+    async with opened(ctx) as service:
+        listed = await service.tokens.list()
     if as_json:
-        print_json([t.model_dump(mode="json") for t in listed])
+        print_json(listed)
         return
     table = Table()
     for column in ("id", "name", "projects", "access", "created", "revoked"):
         table.add_column(column)
     for t in listed:
-        revoked = t.revoked_at.strftime("%Y-%m-%d %H:%M:%S") if t.revoked_at else ""
+        revoked = iso(t.revoked_at)
         access = "read-only" if t.read_only else "read-write"
-        created = t.created_at.strftime("%Y-%m-%d %H:%M:%S")
+        created = iso(t.created_at)
         table.add_row(t.id, t.name, ", ".join(t.projects), access, created, revoked)
     Console().print(table)
 
@@ -64,6 +63,6 @@ async def tokens_ls(ctx: click.Context, as_json: bool) -> None:
 @run_async
 async def tokens_revoke(ctx: click.Context, token_id: str) -> None:
     """Revoke a token: the next request that carries it is refused."""
-    async with opened(ctx) as runtime:
-        revoked = await Sluice(runtime).tokens.revoke(token_id)
+    async with opened(ctx) as service:
+        revoked = await service.tokens.revoke(token_id)
     click.echo(f"token {revoked.id} revoked")

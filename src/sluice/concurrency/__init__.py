@@ -1,2 +1,2 @@
-"""Concurrency control above the store: the execution launch path, launch plans and their
-concurrency controller, schedules, and the lock scheduler that orders ready tasks."""
+"""The concurrency controller: decides when PENDING executions become QUEUED under their
+launch plans' policies and the platform caps, with one live leader per deployment."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sluice.clock import Clock
-from sluice.concurrency.policies import CAPS_CHANNEL
 from sluice.config import ConcurrencyConfig
 from sluice.errors import ConfigError, InvalidArgumentError
+from sluice.executions.policies import CAPS_CHANNEL
 from sluice.store.notify import Notifier
 from sluice.store.repositories import CapsRepository
 from sluice.store.store import Store

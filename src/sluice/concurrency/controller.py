@@ -23,11 +23,11 @@ from sluice.concurrency.caps import CapsService
 from sluice.concurrency.decide import Caps, Decisions, decide, wait_reason
 from sluice.concurrency.leader import LeaderLock
 from sluice.concurrency.metrics import ControllerMetrics
-from sluice.concurrency.policies import CAPS_CHANNEL, LAUNCH_PLANS_CHANNEL, PolicyTable
 from sluice.concurrency.queues import ControllerState, LaunchPlanKey, Tracked
 from sluice.concurrency.repository import ConcurrencyRepository
 from sluice.concurrency.writer import DecisionWriter, LostLeadership
 from sluice.config import ConcurrencyConfig
+from sluice.executions.policies import CAPS_CHANNEL, LAUNCH_PLANS_CHANNEL, PolicyTable
 from sluice.faults import crash_point
 from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL, Notifier
 from sluice.store.repositories import CapsRepository

@@ -26,7 +26,7 @@ SHOWN_POSITIONS = 20  # deeper positions read "position > 20", so they are rarel
 
 class PolicyBook(Protocol):
     def policy(self, item: Tracked) -> ConcurrencyPolicy | None:
-        """The policy governing `item` (see concurrency/policies.py)."""
+        """The policy governing `item` (see executions/policies.py)."""
         ...
 
 

@@ -13,7 +13,7 @@ import heapq
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
-from sluice.concurrency.policies import UNDECIDED_REASON
+from sluice.executions.policies import UNDECIDED_REASON
 from sluice.spec.phases import ExecutionPhase
 
 LaunchPlanKey = tuple[str, str, str]  # (project, domain, launch plan name or "")

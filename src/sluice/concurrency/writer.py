@@ -15,9 +15,9 @@ from typing import Any
 
 from sluice.clock import Clock
 from sluice.concurrency.decide import Decisions
-from sluice.concurrency.launch import abort_in
 from sluice.concurrency.queues import Tracked
 from sluice.concurrency.repository import ConcurrencyRepository
+from sluice.executions.launch import abort_in
 from sluice.faults import crash_point
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.notify import EXECUTIONS_CHANNEL, Notifier

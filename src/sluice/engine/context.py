@@ -10,7 +10,7 @@ from typing import Any
 
 from sluice.clock import Clock
 from sluice.errors import NotFoundError
-from sluice.plugins.core.context import TaskExecutionMetadata
+from sluice.plugins.core.context import TaskExecutionMetadata, TaskLogWriter
 from sluice.resources.models import ResourceManager
 from sluice.spec.models import TaskSpec
 
@@ -58,7 +58,7 @@ class PendingState:
 
 
 class DiscardingLog:
-    """A TaskLogWriter that keeps nothing (until the engine stores task logs)."""
+    """A TaskLogWriter that keeps nothing (an engine without a log store, and tests)."""
 
     def write(self, text: str, stream: str = "stdout", at: float | None = None) -> None:
         return None
@@ -86,6 +86,7 @@ class NodeContext:
         secrets: EnvSecrets,
         clock: Clock,
         refresh: Callable[[], None],
+        log_writer: TaskLogWriter | None = None,
     ) -> None:
         self.metadata = metadata
         self.task = task
@@ -96,7 +97,7 @@ class NodeContext:
         self.secrets = secrets
         self.clock = clock
         self._refresh = refresh
-        self.log_writer = DiscardingLog()
+        self.log_writer: TaskLogWriter = log_writer or DiscardingLog()
 
     @property
     def state_reader(self) -> PendingState:

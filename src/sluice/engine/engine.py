@@ -30,11 +30,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from sluice.cache import Catalog
 from sluice.cancellation import reraise_cancellation, wait_event
 from sluice.config import CacheConfig, ResourcesConfig
+from sluice.engine.admission import NodeAdmission
 from sluice.engine.cache_gate import CacheGate
 from sluice.engine.claims import ClaimsGate
 from sluice.engine.executor import ExecutionDriver, LostOwnership
 from sluice.engine.ownership import Ownership
-from sluice.engine.scheduling import Scheduling
 from sluice.engine.services import EngineServices
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import SluiceError, StoreGoneError
@@ -71,7 +71,7 @@ class Engine:
         self.catalog = catalog
         self.resources = resources
         rules = (resources_config or ResourcesConfig()).lock_rules
-        self.scheduling = Scheduling(
+        self.scheduling = NodeAdmission(
             services.config, services.clock, self.enqueue, self._find, resources, rules
         )
         cache = (
@@ -165,6 +165,7 @@ class Engine:
             return
         self._failures.pop(ex.id, None)
         if ex.record.phase.is_terminal:
+            log.info("execution %s ended %s", ex.id, ex.record.phase.value)
             await self.ownership.release(ex.id)
             self._drop(ex)
 
@@ -226,6 +227,12 @@ class Engine:
             return 0
         loaded = await self.ownership.claim(set(self._executions), free)
         for state in loaded:
+            log.info(
+                "engine %s claimed execution %s (%s)",
+                self.engine_id,
+                state.id,
+                state.record.phase.value,
+            )
             self._executions[state.id] = state
             self.enqueue(state.id)
         return len(loaded)
@@ -378,6 +385,7 @@ class Engine:
                 self._every(self.resources.lease / 3, self._renew_claims, "renewing token leases")
             )
         self._tasks = [asyncio.create_task(loop) for loop in loops]
+        log.info("engine %s started", self.engine_id)
 
     async def stop(self) -> None:
         for unsubscribe in self._unsubscribe:
@@ -390,6 +398,7 @@ class Engine:
                 log.error("engine loop %s did not stop within %ss", task.get_name(), _STOP_GRACE)
         self.scheduling.cancel_timers()
         self._tasks.clear()
+        log.info("engine %s stopped", self.engine_id)
 
     async def wait(self, execution_id: str) -> None:
         """Return once this engine has driven `execution_id` to a terminal phase."""

@@ -11,7 +11,7 @@ from sluice.engine.bindings import resolve, resolve_inputs
 from sluice.engine.cache_gate import CacheGate
 from sluice.engine.claims import ClaimsGate
 from sluice.engine.handler import TaskHandler
-from sluice.engine.services import EngineServices, Scheduling
+from sluice.engine.services import EngineServices, NodeAdmission
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import InputError
 from sluice.faults import crash_point
@@ -33,7 +33,7 @@ class ExecutionDriver:
     def __init__(
         self,
         services: EngineServices,
-        scheduling: Scheduling,
+        scheduling: NodeAdmission,
         store: Store,
         notifier: Notifier | None,
         cache: CacheGate | None = None,

@@ -40,7 +40,7 @@ from sluice.engine.bindings import check_outputs
 from sluice.engine.cache_gate import CacheGate
 from sluice.engine.claims import ClaimsGate, lock_names
 from sluice.engine.context import NodeContext, PendingState
-from sluice.engine.services import EngineServices, Scheduling
+from sluice.engine.services import EngineServices, NodeAdmission
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import InputError, PluginNotFoundError, SluiceError
 from sluice.faults import crash_point
@@ -91,7 +91,7 @@ class TaskHandler:
     def __init__(
         self,
         services: EngineServices,
-        scheduling: Scheduling,
+        scheduling: NodeAdmission,
         cache: CacheGate | None = None,
         claims: ClaimsGate | None = None,
     ) -> None:
@@ -321,6 +321,7 @@ class TaskHandler:
             secrets=self.s.secrets,
             clock=self.s.clock,
             refresh=lambda: self.scheduling.refresh(ex.id, node.id),
+            log_writer=self.s.logs.writer(ex.id, node.id, rec.attempt) if self.s.logs else None,
         )
 
     async def _invoke(self, ex: ExecutionState, node: NodeState) -> PhaseInfo | object | None:
@@ -442,14 +443,19 @@ class TaskHandler:
                 f"phase version {info.version} passed {self.s.config.max_plugin_phase_versions}",
                 ErrorKind.SYSTEM,
             )
+        for earlier in info.passed:  # phases passed through between two calls, at their time
+            self.record(ex, node, earlier, earlier.info.occurred_at if earlier.info else None)
         self.record(ex, node, info)
         if info.phase is Phase.SUCCESS:
             crash_point("engine.after_success")
         if info.phase.is_terminal():
             await self._finish_attempt(ex, node, info)
 
-    def record(self, ex: ExecutionState, node: NodeState, info: PhaseInfo) -> None:
-        """Update the node's task phase; an event only for a new (phase, version)."""
+    def record(
+        self, ex: ExecutionState, node: NodeState, info: PhaseInfo, at: float | None = None
+    ) -> None:
+        """Update the node's task phase; an event only for a new (phase, version), at `at`
+        (default now)."""
         rec = node.record
         if (info.phase, info.version) != (rec.task_phase, rec.phase_version):
             ex.events.append(
@@ -460,12 +466,20 @@ class TaskHandler:
                     phase=info.phase.name,
                     phase_version=info.version,
                     reason=info.reason,
-                    occurred_at=self.s.clock.now(),
+                    occurred_at=self.s.clock.now() if at is None else at,
                     info=info.error.to_json() if info.error else None,
                 )
             )
             rec.task_phase, rec.phase_version = int(info.phase), info.version
             ex.mark_changed(node)
+            log.debug(
+                "%s/%s attempt %d: %s %s",
+                ex.id,
+                node.id,
+                rec.attempt + 1,
+                info.phase.name,
+                info.reason,
+            )
             if self.s.counters is not None:
                 self.s.counters.transitions.labels(info.phase.name).inc()
         if info.reason != rec.reason:
@@ -527,6 +541,8 @@ class TaskHandler:
         self._drop_handle(ex, node)
         if self._started(node):
             await self._call(ex, node, "finalize")
+        if self.s.logs is not None:  # the attempt's log is flushed and closed in the background
+            self.s.logs.end(ex.id, node.id, node.record.attempt)
         if node.admitted or node.queued:
             self.scheduling.release_admission(ex.id, node.id)
         node.admitted = node.queued = False

@@ -12,11 +12,12 @@ from sluice.clock import Clock
 from sluice.config import EngineConfig
 from sluice.engine.context import EnvSecrets
 from sluice.engine.metrics import EngineMetrics
+from sluice.logs import TaskLogSink
 from sluice.plugins.core.registry import PluginRegistry
 from sluice.resources.models import ResourceManager
 
 
-class Scheduling(Protocol):
+class NodeAdmission(Protocol):
     """The engine's side of the task handler: wake-ups, admission and resource proxies."""
 
     def refresh(self, execution_id: str, node_id: str) -> None: ...
@@ -56,3 +57,5 @@ class EngineServices:
     metrics: CollectorRegistry
     engine_id: str
     counters: EngineMetrics | None = None
+    logs: TaskLogSink | None = None
+    """Where task output goes (a writer per attempt); None discards it."""

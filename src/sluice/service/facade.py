@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Awaitable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.cancellation import wait_event
 from sluice.clock import Clock
 from sluice.concurrency.caps import CapsService
-from sluice.concurrency.launch import claim_limits, create_execution, merge_inputs, request_abort
-from sluice.concurrency.launch_plans import LaunchPlanService
-from sluice.concurrency.policies import launch_plan_spec
-from sluice.concurrency.schedules import next_firing
 from sluice.config import Settings
 from sluice.errors import (
     DefinitionError,
@@ -28,9 +24,14 @@ from sluice.errors import (
     InvalidQuotaError,
     NotFoundError,
     PermissionDeniedError,
+    StoreGoneError,
 )
+from sluice.executions.launch import claim_limits, create_execution, merge_inputs, request_abort
+from sluice.executions.launch_plans import LaunchPlanService
+from sluice.executions.policies import launch_plan_spec
+from sluice.executions.schedules import next_firing
 from sluice.runtime import Runtime, resolve_target
-from sluice.service import convert, inventory, visibility
+from sluice.service import convert, inventory, serving, visibility
 from sluice.service import executions as ex
 from sluice.service import models as m
 from sluice.service.inputs import Inputs, resolve_inputs
@@ -121,7 +122,8 @@ class Sluice:
         """One execution (by id or unique prefix) with its nodes and their attempts."""
         async with self.runtime.store.read() as repos:
             record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
-            return await ex.detail(repos, record, self.now(), with_events=events)
+            found = await ex.detail(repos, record, self.now(), with_events=events)
+        return await inventory.with_waits(self.runtime, found)
 
     async def events(self, execution_id: str, after: int = 0) -> list[m.Event]:
         """Events of one execution after the event id `after`, oldest first."""
@@ -401,6 +403,28 @@ class Sluice:
 
     async def plugins(self) -> list[m.Plugin]:
         return await inventory.plugins(self.runtime)
+
+    # Long-running.
+    async def run_engine(
+        self, stop: Awaitable[object], ready: serving.Ready = serving.nothing
+    ) -> StoreGoneError | None:
+        """Claim and drive executions until `stop` completes; the store's error if it is
+        gone for good (the caller exits 4). `ready` is called once the engine runs."""
+        return await serving.run_engine(self.runtime, stop, ready)
+
+    async def serve(
+        self,
+        stop: Awaitable[object],
+        *,
+        engine: bool = True,
+        schedules: bool = True,
+        ready: serving.Ready = serving.nothing,
+    ) -> StoreGoneError | None:
+        """The controller candidate, the schedules and (with `engine`) an engine, until `stop`
+        completes; the store's error if it is gone for good."""
+        return await serving.serve(
+            self.runtime, stop, engine=engine, schedules=schedules, ready=ready
+        )
 
     @property
     def tokens(self) -> Tokens:

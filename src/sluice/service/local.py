@@ -18,12 +18,12 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.concurrency.controller import ConcurrencyController, ControllerOptions
-from sluice.concurrency.launch import request_abort
-from sluice.concurrency.launch_plans import LaunchPlanService
 from sluice.concurrency.leader import leader_lock_for
 from sluice.concurrency.metrics import ControllerMetrics
-from sluice.concurrency.policies import UNDECIDED_REASON
 from sluice.errors import NotFoundError
+from sluice.executions.launch import request_abort
+from sluice.executions.launch_plans import LaunchPlanService
+from sluice.executions.policies import UNDECIDED_REASON
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL
 from sluice.store.records import ExecutionRecord

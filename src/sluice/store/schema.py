@@ -304,6 +304,31 @@ cache_reservations = sa.Table(
     sa.Index("ix_cache_reservations_owner_id", "owner_id"),
 )
 
+# Task logs (logs/): one row per segment of an attempt's log, the segment's bytes living in
+# the log store at `uri`. A writer (one engine's, for one attempt) appends segments numbered
+# after the ones already indexed, so an attempt resumed by another engine keeps what the first
+# one flushed. `removed`: the segment was rotated out past the attempt's size limit (its
+# bytes and lines say how much went); `dropped_lines`: lines never written while this
+# segment was open (the writer's buffer was full). `closed_at` is set once nothing more will
+# be appended to the segment.
+task_logs = sa.Table(
+    "task_logs",
+    metadata,
+    _name("execution_id", 64, primary_key=True),
+    _name("node_id", primary_key=True),
+    sa.Column("attempt", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("segment", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("uri", sa.Text, nullable=False),
+    _name("writer", 200, nullable=False, server_default=""),
+    sa.Column("bytes", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("lines", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("dropped_lines", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("removed", sa.Integer, nullable=False, server_default="0"),
+    _time("first_at", True),
+    _time("last_at", True),
+    _time("closed_at", True),
+)
+
 # HTTP API bearer tokens (service/tokens.py). Only a hash of each secret is kept; `projects`
 # is the JSON list of projects the token sees and acts on.
 api_tokens = sa.Table(

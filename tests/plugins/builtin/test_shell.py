@@ -52,3 +52,12 @@ async def test_a_list_command_is_executed_without_a_shell() -> None:
     last = await _run(["printf", "%s", "{name}; exit 4"], returns=str, name="n")
     assert last.phase is Phase.SUCCESS
     assert _run.outputs == {"o0": "n; exit 4"}  # type: ignore[attr-defined]
+
+
+async def test_stdout_and_stderr_stream_into_the_attempt_log_line_by_line() -> None:
+    ctx = FakeTaskContext(_spec("echo one; echo two >&2; printf 'é%.0s' 1 2; echo; printf tail"))
+    seen = await drive(ShellPlugin(), ctx)
+    assert seen[-1].phase is Phase.SUCCESS
+    lines = ctx.log_writer.lines  # the two pipes are read concurrently: order per stream
+    assert [text for stream, text in lines if stream == "stdout"] == ["one", "éé", "tail"]
+    assert [text for stream, text in lines if stream == "stderr"] == ["two"]

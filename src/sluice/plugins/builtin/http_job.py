@@ -16,9 +16,8 @@ HTTP answers are read in one place: sluice.plugins.webapi.rest.check_response.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sluice.errors import InvalidPluginConfigError
@@ -55,6 +54,9 @@ from sluice.plugins.webapi.templates import (
 )
 from sluice.resources.models import ResourceConstraintsSpec
 from sluice.spec.models import TaskSpec
+
+if TYPE_CHECKING:
+    import httpx  # imported where a request is made: only tasks that call out pay for it
 
 PLUGIN_ID = "http_job"
 
@@ -160,6 +162,8 @@ class HttpJobPlugin:
     @property
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
+            import httpx
+
             limits = httpx.Limits(max_connections=self._max_connections)
             self._client = httpx.AsyncClient(timeout=self._timeout, limits=limits)
         return self._client
@@ -300,4 +304,5 @@ def _load(setup: SetupContext) -> HttpJobPlugin:
 ENTRY = webapi_entry(
     PLUGIN_ID, (PLUGIN_ID,), _load, plugin_config_keys=("timeout", "max_connections")
 )
+
 """Register with the engine's PluginRegistry; config section `plugins.config.http_job`."""

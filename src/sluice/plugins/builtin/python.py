@@ -1,18 +1,22 @@
 """The `python` plugin: runs python function tasks in the engine's local process pool.
 
-An exception raised by the task is a user error carrying the traceback text (retried if the
-task has retries left); a worker process that dies is a retryable system error. A task whose
-engine was restarted (its job is not in this engine's pool) is submitted again.
+An exception raised by the task is a user error carrying the traceback text and the last
+lines the task wrote on stderr (retried if the task has retries left); a worker process that
+dies is a retryable system error, with the same stderr tail. A task whose engine was restarted
+(its job is not in this engine's pool) is submitted again. What the task prints goes to the
+attempt's log (ctx.log_writer). A job that started and finished between two calls reports the
+RUNNING phase it passed through, at the time the worker took it, before its outcome.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sluice.errors import PluginError
 from sluice.plugins.builtin.pool import Job, WorkerDied, WorkerPool
 from sluice.plugins.core.context import SetupContext, TaskExecutionContext
-from sluice.plugins.core.phase import ErrorKind, PhaseInfo, Transition
+from sluice.plugins.core.phase import ErrorKind, PhaseInfo, TaskInfo, Transition
 from sluice.plugins.core.plugin import PluginEntry, PluginProperties
 
 PLUGIN_ID = "python"
@@ -20,10 +24,11 @@ _STATE_VERSION = 1
 
 
 class PythonPlugin:
-    def __init__(self, workers: int, instance: str) -> None:
+    def __init__(self, workers: int, instance: str, now: Callable[[], float] | None = None) -> None:
         self._pool: WorkerPool | None = None
         self._workers = workers
         self._instance = instance
+        self._now = now
 
     @property
     def id(self) -> str:
@@ -36,7 +41,11 @@ class PythonPlugin:
     @property
     def pool(self) -> WorkerPool:
         if self._pool is None:
-            self._pool = WorkerPool(self._workers)
+            self._pool = (
+                WorkerPool(self._workers)
+                if self._now is None
+                else WorkerPool(self._workers, now=self._now)
+            )
         return self._pool
 
     @staticmethod
@@ -50,11 +59,10 @@ class PythonPlugin:
             return self._submit(ctx)
         if not job.future.done():
             return Transition.to(
-                PhaseInfo.running(1, "running in a local worker")
-                if job.started
-                else PhaseInfo.queued(0, "waiting for a free worker")
+                _running(job) if job.started else PhaseInfo.queued(0, "waiting for a free worker")
             )
-        return Transition.to(self._outcome(ctx, job.future))
+        outcome = self._outcome(ctx, job)
+        return Transition.to(outcome.passing(_running(job)) if job.started else outcome)
 
     def pool_job(self, ctx: TaskExecutionContext) -> Job | None:
         return None if self._pool is None else self._pool.get(self._job_id(ctx))
@@ -74,7 +82,9 @@ class PythonPlugin:
             "qualname": source.qualname,
             "inputs": dict(ctx.inputs),
         }
-        job = self.pool.submit(self._job_id(ctx), payload, on_start=ctx.refresh)
+        job = self.pool.submit(
+            self._job_id(ctx), payload, on_start=ctx.refresh, on_output=_writer(ctx)
+        )
         job.future.add_done_callback(lambda _: ctx.refresh())
         ctx.state_writer.put(_STATE_VERSION, {"instance": self._instance})
         reason = "waiting for a free worker"
@@ -82,12 +92,13 @@ class PythonPlugin:
             reason = "submitted again: the engine that ran it is gone"
         return Transition.to(PhaseInfo.queued(0, reason))
 
-    def _outcome(self, ctx: TaskExecutionContext, future: Any) -> PhaseInfo:
+    def _outcome(self, ctx: TaskExecutionContext, job: Job) -> PhaseInfo:
+        future = job.future
         if future.cancelled():
             return PhaseInfo.aborted(0, "cancelled")
         error = future.exception()
         if isinstance(error, WorkerDied):
-            return PhaseInfo.system_retryable_failure("WorkerDied", str(error))
+            return PhaseInfo.system_retryable_failure("WorkerDied", str(error) + _tail(job))
         if error is not None:
             return PhaseInfo.system_retryable_failure("WorkerError", repr(error))
         answer: dict[str, Any] = future.result()
@@ -98,7 +109,8 @@ class PythonPlugin:
         if failure["type"] == "OutputsError":
             return PhaseInfo.permanent_failure("OutputsError", failure["message"])
         message = failure["traceback"] or f"{failure['type']}: {failure['message']}"
-        return PhaseInfo.retryable_failure(failure["type"], message.rstrip(), ErrorKind.USER)
+        message = message.rstrip() + _tail(job)
+        return PhaseInfo.retryable_failure(failure["type"], message, ErrorKind.USER)
 
     async def warm_up(self) -> None:
         """Start the worker processes before the first task needs one."""
@@ -117,11 +129,29 @@ class PythonPlugin:
             await self._pool.close()
 
 
+def _running(job: Job) -> PhaseInfo:
+    started = job.started_at
+    info = TaskInfo(occurred_at=started) if started is not None else None
+    return PhaseInfo.running(1, "running in a local worker", info)
+
+
+def _writer(ctx: TaskExecutionContext) -> Callable[[str, str], None]:
+    log = ctx.log_writer
+    return lambda text, stream: log.write(text, "stderr" if stream == "stderr" else "stdout")
+
+
+def _tail(job: Job) -> str:
+    """The last lines the task wrote on stderr, for its error (the whole log: `sluice logs`)."""
+    if not job.stderr_tail:
+        return ""
+    return "\nlast lines of stderr:\n" + "\n".join(job.stderr_tail)
+
+
 def _load(ctx: SetupContext) -> PythonPlugin:
     workers = ctx.config.get("workers", 2)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise PluginError(f"plugin 'python': workers must be an int >= 1, got {workers!r}")
-    return PythonPlugin(workers, str(ctx.config.get("instance", "")))
+    return PythonPlugin(workers, str(ctx.config.get("instance", "")), ctx.clock.now)
 
 
 # Not a catch-all (is_default=False): a task of an unknown type must fail naming the

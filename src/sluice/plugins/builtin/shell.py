@@ -7,7 +7,8 @@ mean in a shell, and each placeholder is replaced by its input shell-quoted, so 
 always one word and never interpreted. A list command is executed directly (no shell), each
 placeholder filled with the input as it is. Exit 0 is success; an exit code listed as
 permanent is a permanent failure; any other exit code, or the timeout, is a retryable failure
-whose error carries the exit code and the tail of stderr. Outputs named `stdout`,
+whose error carries the exit code and the tail of stderr. The command's stdout and stderr
+are streamed line by line into the attempt's log as it runs. Outputs named `stdout`,
 `stderr` or `exit_code` in the interface receive those values; a task with a single str
 output (`-> str`) receives stdout.
 """
@@ -15,6 +16,7 @@ output (`-> str`) receives stdout.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import os
 import shlex
@@ -26,13 +28,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sluice.errors import InvalidPluginConfigError
-from sluice.plugins.core.context import SetupContext, TaskExecutionContext
+from sluice.plugins.core.context import SetupContext, TaskExecutionContext, TaskLogWriter
 from sluice.plugins.core.phase import ErrorKind, PhaseInfo, Transition
 from sluice.plugins.core.plugin import PluginEntry, PluginProperties
 from sluice.spec.models import TaskSpec
 
 PLUGIN_ID = "shell"
 _TAIL = 4000
+_CHUNK = 64 * 1024
 
 
 class ShellConfig(BaseModel):
@@ -89,7 +92,7 @@ class ShellPlugin:
                 argv = _argv(config.command, ctx.inputs)
             except (InvalidPluginConfigError, KeyError, ValueError) as exc:
                 return Transition.to(PhaseInfo.permanent_failure("BadTaskSpecification", str(exc)))
-            task = asyncio.create_task(_execute(argv, config))
+            task = asyncio.create_task(_execute(argv, config, ctx.log_writer))
             task.add_done_callback(lambda _: ctx.refresh())
             self._runs[self._key(ctx)] = _Run(task)
             return Transition.to(PhaseInfo.running(0, f"running {_shown(argv)}"))
@@ -152,7 +155,9 @@ def _shown(argv: list[str]) -> str:
     return shlex.join(argv)
 
 
-async def _execute(argv: list[str], config: ShellConfig) -> tuple[int, str, str, bool]:
+async def _execute(
+    argv: list[str], config: ShellConfig, log: TaskLogWriter
+) -> tuple[int, str, str, bool]:
     env = {**os.environ, **config.env}
     process = await asyncio.create_subprocess_exec(
         *argv,
@@ -162,19 +167,46 @@ async def _execute(argv: list[str], config: ShellConfig) -> tuple[int, str, str,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
+    out: list[str] = []
+    err: list[str] = []
+    assert process.stdout is not None and process.stderr is not None
+    streams = asyncio.gather(
+        _stream(process.stdout, "stdout", out, log),
+        _stream(process.stderr, "stderr", err, log),
+        process.wait(),
+    )
     try:
-        out, err = await asyncio.wait_for(process.communicate(), config.timeout)
+        await asyncio.wait_for(streams, config.timeout)
     except TimeoutError:
         _kill_group(process)
-        out, err = await process.communicate()
-        return -1, out.decode(errors="replace"), err.decode(errors="replace"), True
+        await process.wait()
+        return -1, "".join(out), "".join(err), True
     except asyncio.CancelledError:
         _kill_group(process)
         with contextlib.suppress(Exception):
             await process.wait()
         raise
     assert process.returncode is not None
-    return process.returncode, out.decode(errors="replace"), err.decode(errors="replace"), False
+    return process.returncode, "".join(out), "".join(err), False
+
+
+async def _stream(
+    pipe: asyncio.StreamReader, stream: str, into: list[str], log: TaskLogWriter
+) -> None:
+    """Keep what the command prints (for outputs and errors) and log it line by line."""
+    partial = ""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # chars split in chunks
+    while chunk := await pipe.read(_CHUNK):
+        text = decoder.decode(chunk)
+        into.append(text)
+        *lines, partial = (partial + text).split("\n")
+        if len(partial) >= _CHUNK:
+            lines.append(partial)
+            partial = ""
+        if lines:
+            log.write("\n".join(lines), "stderr" if stream == "stderr" else "stdout")
+    if partial:
+        log.write(partial, "stderr" if stream == "stderr" else "stdout")
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:

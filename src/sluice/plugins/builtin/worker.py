@@ -1,5 +1,9 @@
 """The worker side of the local pool: `python -m sluice.plugins.builtin.worker JOBFD RESULTFD
-PARENTPID`. Reads one JSON job per line, runs the task, writes one JSON answer per line.
+PARENTPID MARKER`. Reads one JSON job per line, runs the task, writes one JSON answer per line.
+
+Its stdout and stderr are pipes the pool reads as the job's log. They are line-buffered, so a
+task's lines reach its log (and `sluice run`) as they are printed; after each job every buffer
+(Python's and C's stdio) is flushed and MARKER is written on both before the answer.
 
 A job is {"id", "module", "file", "qualname", "inputs"}; an answer is {"id", "outputs"} or
 {"id", "error": {"type", "message", "traceback"}}. JSON only: nothing is unpickled. The worker
@@ -55,15 +59,31 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         }
 
 
+def _end_output(marker: bytes) -> None:
+    """Flush everything the job printed, then mark its end on both streams."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            stream.flush()  # type: ignore[union-attr]
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).fflush(None)  # C code's stdio buffers
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            os.write(fd, marker + b"\n")
+
+
 def main(argv: list[str]) -> None:
     job_fd, result_fd, parent_pid = (int(a) for a in argv[:3])
+    marker = argv[3].encode()
     _die_with_parent(parent_pid)
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the engine's to handle
     import sluice.sdk.task  # noqa: F401 - every task module needs it: import before the first job
 
     with os.fdopen(job_fd, "rb") as jobs, os.fdopen(result_fd, "wb", buffering=0) as results:
         for line in jobs:
             answer = run_job(json.loads(line))
+            _end_output(marker)
             results.write(json.dumps(answer).encode() + b"\n")
 
 

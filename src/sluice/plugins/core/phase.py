@@ -88,6 +88,14 @@ class PhaseInfo:
     info: TaskInfo | None = None
     error: ExecutionError | None = None
     cleanup_on_failure: bool = False
+    passed: tuple[PhaseInfo, ...] = ()
+    """Phases the task went through since the plugin's last report, oldest first (a job that
+    started and ended between two calls): the engine records each one it has not recorded yet,
+    at its `info.occurred_at`, before this one, so no phase is missing from the history."""
+
+    def passing(self, *earlier: PhaseInfo) -> PhaseInfo:
+        """This report, saying the task went through `earlier` first."""
+        return replace(self, passed=(*self.passed, *earlier))
 
     def with_version(self, version: int) -> PhaseInfo:
         return replace(self, version=version)

@@ -13,9 +13,8 @@ How answers are read (`check_response`), by operation:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from sluice.errors import NotFoundError
@@ -24,6 +23,9 @@ from sluice.plugins.core.phase import ErrorKind, PhaseInfo, TaskInfo
 from sluice.plugins.webapi.interfaces import PermanentError, ResourceVanishedError, RetryLater
 from sluice.plugins.webapi.templates import read_field, render, retry_after
 from sluice.resources.models import ResourceConstraintsSpec
+
+if TYPE_CHECKING:
+    import httpx  # imported where a request is made: only tasks that call out pay for it
 
 DEFAULT_RETRY_AFTER = 5.0
 """Seconds to wait after a 429 that carries no Retry-After header."""
@@ -72,6 +74,8 @@ def check_response(
         raise ResourceVanishedError(detail)
     if operation == "create" and code < 500 and code not in (408, 425):
         raise PermanentError("CreateRejected", detail)
+    import httpx
+
     raise httpx.HTTPStatusError(detail, request=response.request, response=response)
 
 

@@ -1,7 +1,7 @@
 """api tokens, and an index for listing executions newest first
 
 Revision ID: 0004
-Revises: 0002 (0003, task logs, lands in parallel: the chain is set to 0003 when both meet)
+Revises: 0003
 
 Bearer tokens of the HTTP API: a sha256 of each secret (never the secret), the projects the
 token is limited to, whether it may write, and when it was revoked. And an index on the
@@ -18,7 +18,7 @@ from alembic import op
 import sluice.store.schema
 
 revision = "0004"
-down_revision = "0002"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,75 @@
+"""Start-up of the command line, measured against the interpreter's own start-up in the same
+run: `python -c pass`, `sluice --help`, and `sluice run` of a one-task workflow on a warm
+embedded store, in alternating rounds so that load on the machine falls on all three alike.
+
+Prints one JSON line: the median and spread of each, and each median over `python -c pass`.
+
+    python bench/cli_startup.py [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ONE_TASK = """
+import sluice
+
+
+@sluice.task
+def hello(name: str = "world") -> str:
+    return f"hello {name}"
+
+
+@sluice.workflow
+def one(name: str = "world") -> str:
+    return hello(name=name)
+"""
+
+
+def _timed(command: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp())
+    (work / "one.py").write_text(ONE_TASK)
+    env = {**os.environ, "SLUICE_DATABASE_URL": f"sqlite:///{work}/bench.db"}
+    sluice = [sys.executable, "-m", "sluice"]
+    commands = {
+        "python_pass": [sys.executable, "-c", "pass"],
+        "help": [*sluice, "--help"],
+        "run_one_task": [*sluice, "run", f"{work}/one.py:one"],
+    }
+    _timed(commands["run_one_task"], env)  # creates the store: measured runs find it warm
+    seen: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(args.rounds):
+        for name, command in commands.items():
+            seen[name].append(_timed(command, env))
+    floor = statistics.median(seen["python_pass"])
+    report: dict[str, object] = {"bench": "cli_startup", "rounds": args.rounds}
+    for name, times in seen.items():
+        median = statistics.median(times)
+        report[name] = {
+            "median_s": round(median, 3),
+            "min_s": round(min(times), 3),
+            "max_s": round(max(times), 3),
+            "over_python_pass": round(median / floor, 1),
+        }
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""The long-running verbs: an engine (`sluice engine`) and a whole server (`sluice serve`:
+the controller candidate, the schedules of ACTIVE launch plans and an engine)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from sluice.errors import StoreGoneError
+from sluice.executions.schedules import ScheduleRunner
+from sluice.runtime import Runtime
+from sluice.service.local import run_controller_candidate
+
+Ready = Callable[[], None]
+"""Called once everything asked for is running (the commands say so then)."""
+
+
+def nothing() -> None:
+    return None
+
+
+async def run_engine(
+    runtime: Runtime, stop: Awaitable[object], ready: Ready = nothing
+) -> StoreGoneError | None:
+    """Claim and drive executions until `stop` completes (None) or the store is gone for good
+    (its error)."""
+    engine = await runtime.engine()
+    await engine.start()
+    ready()
+    try:
+        return await _until(stop, engine.wait_fatal())
+    finally:
+        await engine.stop()
+
+
+async def serve(
+    runtime: Runtime,
+    stop: Awaitable[object],
+    *,
+    engine: bool = True,
+    schedules: bool = True,
+    ready: Ready = nothing,
+) -> StoreGoneError | None:
+    """Lead (or stand by for) the controller, fire schedules and, with `engine`, drive
+    executions, until `stop` completes (None) or the store is gone for good (its error)."""
+    settings = runtime.settings
+    runner = ScheduleRunner(runtime.store, runtime.notifier, runtime.clock, settings.concurrency)
+    async with run_controller_candidate(runtime, metrics=True):
+        firing = asyncio.create_task(runner.run()) if schedules else None
+        try:
+            if not engine:
+                ready()
+                await stop
+                return None
+            return await run_engine(runtime, stop, ready)
+        finally:
+            if firing is not None:
+                firing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await firing
+
+
+async def _until(
+    stop: Awaitable[object], fatal: Awaitable[StoreGoneError]
+) -> StoreGoneError | None:
+    """Wait for `stop` (None) or for `fatal` to return its error."""
+    stopped = asyncio.ensure_future(stop)
+    failed = asyncio.ensure_future(fatal)
+    await asyncio.wait([stopped, failed], return_when=asyncio.FIRST_COMPLETED)
+    for task in (stopped, failed):
+        task.cancel()
+    return failed.result() if failed.done() and not failed.cancelled() else None

@@ -1,0 +1,152 @@
+"""Every page of the web UI rendered in process, against a real SQLite store and engine."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+
+from sluice.runtime import Runtime
+from sluice.service import Sluice
+from ui.ui_support import eventually, finished
+
+FRAGMENT = {"HX-Request": "true"}
+
+
+async def run_to_end(runtime: Runtime, target: object, **inputs: object) -> str:
+    record = await runtime.launch(target, inputs)
+    await eventually(lambda: finished(Sluice(runtime), record.id), f"{record.id} finishes")
+    return record.id
+
+
+async def test_the_executions_list_shows_each_execution_with_its_phase(
+    runtime: Runtime, engine: object, flows: ModuleType, client: httpx.AsyncClient
+) -> None:
+    done = await run_to_end(runtime, flows.pipeline, n=3)
+    page = await client.get("/")
+    assert page.status_code == 200
+    assert done in page.text and "SUCCEEDED" in page.text and "ui_flows.pipeline" in page.text
+    assert 'hx-trigger="every 1s"' in page.text  # live
+    fragment = await client.get("/", headers=FRAGMENT)
+    assert done in fragment.text and "<html" not in fragment.text
+    filtered = await client.get("/", params={"phase": "failed"})
+    assert done not in filtered.text and "No executions match" in filtered.text
+
+
+async def test_an_execution_page_draws_the_graph_timeline_and_selected_node(
+    runtime: Runtime, engine: object, flows: ModuleType, client: httpx.AsyncClient
+) -> None:
+    done = await run_to_end(runtime, flows.pipeline, n=3)
+    page = await client.get(f"/executions/{done}", params={"node": "square_all"})
+    assert page.status_code == 200, page.text
+    text = page.text
+    assert text.count('class="node ph-succeeded') == 3  # three nodes in the graph
+    assert (
+        text.count('<path class="edge') == 3
+    )  # extract->square_all, extract->total, square_all->total
+    assert 'class="bar ph-' in text  # a timeline of attempts
+    assert 'data-selected="square_all"' in text and "ui_flows.square_all" in text
+
+
+async def test_a_failed_node_shows_its_error_as_text(
+    runtime: Runtime, engine: object, flows: ModuleType, client: httpx.AsyncClient
+) -> None:
+    failed = await run_to_end(runtime, flows.broken)
+    page = await client.get(f"/executions/{failed}")
+    assert "FAILED" in page.text
+    assert "cannot load 3 rows: the table is locked" in page.text
+    assert "Traceback" in page.text and "\\n" not in page.text.split('id="node-error"')[1][:300]
+
+
+async def test_an_unknown_execution_is_a_404_page_naming_it(client: httpx.AsyncClient) -> None:
+    page = await client.get("/executions/nope-nope")
+    assert page.status_code == 404
+    assert "nope-nope" in page.text and "<html" in page.text
+
+
+async def test_a_quota_wait_shows_its_reason_and_position_then_clears(
+    runtime: Runtime, engine: object, flows: ModuleType, client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    gates = [tmp_path / f"{name}.gate" for name in flows.LOADS]
+    for gate in gates:
+        gate.touch()
+    record = await runtime.launch(flows.warehouse_loads, {"directory": str(tmp_path)})
+    url = f"/executions/{record.id}"
+
+    async def waiting_line() -> str | None:
+        text = (await client.get(url, headers=FRAGMENT)).text
+        return text if "waiting for warehouse: 1/1 in use" in text else None
+
+    text = await eventually(waiting_line, "a node waits for the warehouse quota")
+    assert "position 1" in text and "position 2" in text
+    details = [(await client.get(url, params={"node": n})).text for n in flows.NODES]
+    waits = [t.split('class="wait-reason quota-wait"')[1] for t in details if "quota-wait" in t]
+    assert len(waits) == 2  # the holder does not wait; each waiter names the holder
+    assert all("1/1 in use (held by" in w and f"{record.id}/load" in w for w in waits)
+    assert sorted(w.split("position ")[1][0] for w in waits) == ["1", "2"]
+    quotas = await client.get("/quotas")
+    assert "warehouse" in quotas.text and "1 / 1 in use" in quotas.text
+    assert record.id in quotas.text  # as a holder and as waiters
+    for gate in gates:
+        gate.unlink()
+    await eventually(lambda: finished(Sluice(runtime), record.id), "the loads finish")
+    after = await client.get(url, headers=FRAGMENT)
+    assert "waiting for warehouse" not in after.text and after.text.count("SUCCEEDED") >= 3
+
+
+async def test_a_cache_wait_names_the_reservation_owner(
+    runtime: Runtime, engine: object, flows: ModuleType, client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    gate = tmp_path / "cache.gate"
+    gate.touch()
+    first = await runtime.launch(flows.cached_report, {"directory": str(tmp_path)})
+    await eventually(lambda: _started(tmp_path, "expensive-21"), "the first computes")
+    second = await runtime.launch(flows.cached_report, {"directory": str(tmp_path)})
+
+    async def waiting() -> str | None:
+        text = (await client.get(f"/executions/{second.id}", params={"node": "expensive"})).text
+        return text if "WAITING_FOR_CACHE" in text else None
+
+    text = await eventually(waiting, "the second execution waits for the cache")
+    assert "Reservation owner" in text and first.id in text
+    cache = await client.get("/cache")
+    assert first.id in cache.text and second.id in cache.text
+    gate.unlink()
+    for record in (first, second):
+        await eventually(lambda r=record: finished(Sluice(runtime), r.id), "both finish")
+    assert "ui_flows.expensive" in (await client.get("/cache")).text
+
+
+async def _started(directory: Path, name: str) -> bool:
+    return name + ".started" in os.listdir(directory)
+
+
+async def test_locks_and_launch_plans_pages_render_when_empty(client: httpx.AsyncClient) -> None:
+    locks = await client.get("/locks")
+    assert locks.status_code == 200 and "No lock is held" in locks.text
+    plans = await client.get("/launch-plans")
+    assert plans.status_code == 200 and "No launch plan is registered" in plans.text
+    assert "No execution is pending" in plans.text
+
+
+async def test_the_static_files_are_served(client: httpx.AsyncClient) -> None:
+    htmx = await client.get("/static/ui/htmx.min.js")
+    assert htmx.status_code == 200 and "Zero-Clause BSD" in htmx.text[:400]
+    assert (await client.get("/static/ui/ui.css")).status_code == 200
+
+
+async def test_the_served_app_includes_the_pages_and_their_assets(runtime: Runtime) -> None:
+    from sluice.http.app import create_app
+    from sluice.http.deps import open_scope
+
+    app = create_app(Sluice(runtime), authorize=open_scope)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        for path in ("/", "/quotas", "/locks", "/cache", "/launch-plans"):
+            page = await client.get(path)
+            assert page.status_code == 200 and "<h1>" in page.text, path
+        assert (await client.get("/static/ui/htmx.min.js")).status_code == 200
+        missing = await client.get("/executions/x1nothere")
+        assert missing.status_code == 404 and "x1nothere" in missing.text
