@@ -123,6 +123,27 @@ async def _started(directory: Path, name: str) -> bool:
     return name + ".started" in os.listdir(directory)
 
 
+async def test_the_locks_page_shows_holders_and_waiters(
+    runtime: Runtime, engine: object, flows: ModuleType, client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    gate = tmp_path / "locks.gate"
+    gate.touch()
+    record = await runtime.launch(flows.partition_writes, {"directory": str(tmp_path)})
+
+    async def a_waiter() -> str | None:
+        text = (await client.get("/locks", headers=FRAGMENT)).text
+        return text if 'data-lock="db/partition/2"' in text and "waiting" in text else None
+
+    text = await eventually(a_waiter, "one writer waits for partition 2")
+    row = text.split('data-lock="db/partition/2"')[1].split("</tr>")[0]
+    holders, waiters = row.split("</td>")[2], row.split("</td>")[3]
+    assert f"{record.id}/write_partitions" in holders
+    assert "waiting for lock db/partition/2 (held by" in waiters
+    gate.unlink()
+    await eventually(lambda: finished(Sluice(runtime), record.id), "both writers finish")
+    assert "No lock is held" in (await client.get("/locks")).text
+
+
 async def test_locks_and_launch_plans_pages_render_when_empty(client: httpx.AsyncClient) -> None:
     locks = await client.get("/locks")
     assert locks.status_code == 200 and "No lock is held" in locks.text
