@@ -81,6 +81,7 @@ async def test_a_quota_wait_shows_its_reason_and_position_then_clears(
 
     text = await eventually(waiting_line, "a node waits for the warehouse quota")
     assert "position 1" in text and "position 2" in text
+    assert 'class="bar ph-waiting"' in text  # the timeline draws the waits
     details = [(await client.get(url, params={"node": n})).text for n in flows.NODES]
     waits = [t.split('class="wait-reason quota-wait"')[1] for t in details if "quota-wait" in t]
     assert len(waits) == 2  # the holder does not wait; each waiter names the holder
