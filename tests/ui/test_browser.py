@@ -16,7 +16,16 @@ from fastapi import FastAPI
 
 from sluice.runtime import Runtime
 from sluice.service import Sluice
-from ui.browser import DESKTOP, PHONE, ConsoleErrors, chromium, require_browser, screenshot, serving
+from ui.browser import (
+    DESKTOP,
+    PHONE,
+    SCREENSHOTS,
+    ConsoleErrors,
+    chromium,
+    require_browser,
+    screenshot,
+    serving,
+)
 from ui.ui_support import eventually, finished
 
 pytestmark = pytest.mark.slow
@@ -65,6 +74,7 @@ async def test_waits_change_live_and_abort_works(
     text = await nodes.inner_text()
     assert "waiting for warehouse: 1/1 in use" in text and "position 1" in text
     await screenshot(page, "execution")
+    await show_a_quota_wait(page, f"{base_url}/executions/{record.id}", flows.NODES)
 
     holder = started(tmp_path)
     assert len(holder) == 1, holder
@@ -102,6 +112,19 @@ async def test_waits_change_live_and_abort_works(
     for name in flows.LOADS:
         (tmp_path / f"{name}.gate").unlink(missing_ok=True)
     assert errors.seen == []
+
+
+async def show_a_quota_wait(page: Any, url: str, nodes: tuple[str, ...]) -> None:
+    """Select a waiting node: its detail names the holder and its position (screenshot)."""
+    for name in nodes:
+        await page.goto(f"{url}?node={name}")
+        if await page.locator(".quota-wait").count():
+            text = await page.locator(".quota-wait").inner_text()
+            assert "1/1 in use (held by" in text and "position" in text
+            await page.locator(".node-detail").screenshot(path=str(SCREENSHOTS / "node-wait.png"))
+            await page.goto(url)
+            return
+    pytest.fail(f"no node of {url} shows a quota wait")
 
 
 async def test_a_cache_wait_shows_its_owner_then_the_hit(
