@@ -5,6 +5,7 @@ and lock holders, cache entries and reservations, caps."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -12,12 +13,14 @@ from sluice.cache.models import CacheEntry, CacheSource
 from sluice.config import load_config
 from sluice.http.app import create_app
 from sluice.http.deps import Authorize, open_scope
+from sluice.modules import load_module
 from sluice.resources.models import Claim, Holder
 from sluice.service import Sluice
 from sluice.spec.phases import ExecutionPhase
-from support.http_flows import echoing, plan, waiting
 
 DOMAIN = "development"
+FLOWS = load_module("http_flows", str(Path(__file__).with_name("http_flows.py")))
+"""Loaded from its file, as the engine's worker processes load it."""
 BASE = "http://127.0.0.1:8080"
 
 
@@ -41,8 +44,8 @@ class Project:
 
 
 async def _register(sluice: Sluice) -> None:
-    await sluice.register_launch_plan(plan, activate=True)
-    await sluice.register_launch_plan(waiting, activate=True)
+    await sluice.register_launch_plan(FLOWS.plan, activate=True)
+    await sluice.register_launch_plan(FLOWS.waiting, activate=True)
 
 
 async def _holdings(sluice: Sluice, project: str, execution: str, node: str) -> None:
@@ -65,9 +68,9 @@ async def populate(sluice: Sluice, project: str) -> Project:
     await _register(sluice)
     await sluice.runtime.resources.start()
     await sluice.runtime.resources.set_quota("hive", 10)
-    execution = await sluice.runtime.launch(echoing, {}, project=project)
-    first = await sluice.runtime.launch(waiting, {}, project=project)
-    second = await sluice.runtime.launch(waiting, {}, project=project)
+    execution = await sluice.runtime.launch(FLOWS.echoing, {}, project=project)
+    first = await sluice.runtime.launch(FLOWS.waiting, {}, project=project)
+    second = await sluice.runtime.launch(FLOWS.waiting, {}, project=project)
     pending = second if second.phase is ExecutionPhase.PENDING else first
     await _holdings(sluice, project, execution.id, "n0")
     return Project(project, execution.id, pending.id)

@@ -34,7 +34,7 @@ def progress_table(execution: Execution) -> Group:
     active = [n for n in nodes if n.ended_at is None] or nodes
     recent = sorted(active, key=lambda n: n.updated_at.timestamp() if n.updated_at else 0.0)
     for node in list(reversed(recent))[:_SHOWN]:
-        table.add_row(node.node, node.task_phase, str(node.attempt), node.reason)
+        table.add_row(node.node, node.task_phase, str(node.attempt), node.live_reason)
     if len(active) > _SHOWN:
         table.caption = f"... and {len(active) - _SHOWN} more"
     heading = Text(f"{title} ({summary})" if summary else title)

@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
+from pydantic import BaseModel
+
 from sluice.errors import DefinitionError
 from sluice.locks.names import template_problem
 from sluice.sdk.interface import (
@@ -197,9 +199,11 @@ def make_task_spec(
     locks: LockArg | None,
     interruptible: bool,
     task_type: str,
-    custom: dict[str, Any] | None,
+    custom: dict[str, Any] | BaseModel | None,
     priority: int,
 ) -> TaskSpec:
+    if isinstance(custom, BaseModel):  # a plugin's config model (RayJobConfig...): its JSON
+        custom = custom.model_dump(mode="json", exclude_defaults=True)
     task_name = f"{module_name(fn)}.{fn.__qualname__}" if name is None else name
     check_entity_name("task name", task_name, DefinitionError)
     where = f"task {task_name!r}"
@@ -265,7 +269,7 @@ def task(
     locks: LockArg | None = None,
     interruptible: bool = False,
     type: str = "python",
-    custom: dict[str, Any] | None = None,
+    custom: dict[str, Any] | BaseModel | None = None,
     priority: int = 0,
 ) -> Callable[[Callable[P, R]], TaskDef[P, R]]: ...
 
@@ -282,7 +286,7 @@ def task(
     locks: LockArg | None = None,
     interruptible: bool = False,
     type: str = "python",
-    custom: dict[str, Any] | None = None,
+    custom: dict[str, Any] | BaseModel | None = None,
     priority: int = 0,
 ) -> TaskDef[P, R] | Callable[[Callable[P, R]], TaskDef[P, R]]:
     """Make a task of a function (sync or async) with JSON-typed parameters and return.

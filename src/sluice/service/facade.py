@@ -122,7 +122,8 @@ class Sluice:
         """One execution (by id or unique prefix) with its nodes and their attempts."""
         async with self.runtime.store.read() as repos:
             record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
-            return await ex.detail(repos, record, self.now(), with_events=events)
+            found = await ex.detail(repos, record, self.now(), with_events=events)
+        return await inventory.with_waits(self.runtime, found)
 
     async def events(self, execution_id: str, after: int = 0) -> list[m.Event]:
         """Events of one execution after the event id `after`, oldest first."""

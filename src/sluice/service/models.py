@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 T = TypeVar("T")
 
@@ -77,6 +77,37 @@ class Event(View):
     info: dict[str, Any] | None = None
 
 
+_BLOCKED_BY = {
+    "project": ", blocked by the project's cap",
+    "namespace": ", blocked by the project/domain cap",
+    "other": ", blocked by another namespace of its claim",
+}
+"""What holds a waiter back besides the quota itself ("global" or "")."""
+
+
+class Wait(View):
+    """A quota or lock a node waits for, as it is now (not as it was when last refused)."""
+
+    namespace: str
+    in_use: int
+    quota: int | None
+    holders: list[str]
+    """`execution/node` of each holder."""
+    position: int
+    blocking_scope: str = ""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def text(self) -> str:
+        """`waiting for warehouse: 2/2 in use (held by x1/extract, x2/load), position 3`."""
+        held = f" (held by {', '.join(self.holders)})" if self.holders else ""
+        scope = _BLOCKED_BY.get(self.blocking_scope, "")
+        return (
+            f"waiting for {self.namespace}: {self.in_use}/{self.quota} in use{held}, "
+            f"position {self.position}{scope}"
+        )
+
+
 class NodeExecution(View):
     node: str
     task: str
@@ -97,6 +128,15 @@ class NodeExecution(View):
     ended_at: datetime | None = None
     updated_at: datetime | None = None
     attempts: list[Attempt] = []
+    waiting_for: list[Wait] = []
+    """While the node waits for quotas or locks: each one, with its holders and the node's
+    position now (the stored `reason` says what it was when last refused)."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def live_reason(self) -> str:
+        """The reason as it is now: the waits when there are some, else the stored reason."""
+        return "; ".join(w.text for w in self.waiting_for) or self.reason
 
 
 class Execution(ExecutionSummary):

@@ -1,0 +1,96 @@
+"""What a Ray task says about its job (`RayJobConfig`, the task's `custom`) and what the
+operator says about the plugin (`RayPluginConfig`, `plugins.config.ray`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from sluice.errors import InvalidPluginConfigError
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WorkerGroup(_Model):
+    """Worker nodes of a cluster the plugin starts: `replicas` local nodes of `cpus` each."""
+
+    name: str = "workers"
+    replicas: int = Field(default=1, ge=0, le=16)
+    cpus: int = Field(default=1, ge=1, le=256)
+
+
+class RayJobConfig(_Model):
+    """A `type="ray"` task's job: `@sluice.task(type="ray", custom=RayJobConfig(...))`.
+
+    `address` is the dashboard URL of an existing cluster (`http://host:8265`); without it the
+    plugin's configured address is used, and without that a local cluster the plugin starts
+    (a head of `head_cpus` and the `worker_groups`) and stops when the engine closes, or right
+    after this job when `shutdown_after_job` is set.
+    """
+
+    address: str | None = None
+    runtime_env: dict[str, Any] = Field(default_factory=dict)
+    """Ray's runtime environment for the job (working_dir, py_modules, pip, env_vars...)."""
+    head_cpus: int = Field(default=2, ge=1, le=256)
+    worker_groups: tuple[WorkerGroup, ...] = ()
+    shutdown_after_job: bool = False
+    entrypoint_num_cpus: float | None = Field(default=None, ge=0)
+    python: str | None = None
+    """The interpreter that runs the task on the cluster (sluice must be installed there);
+    default `python` on an existing cluster, this engine's interpreter on a local one."""
+    poll_interval: float = Field(default=0.5, gt=0, le=60)
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("address")
+    @classmethod
+    def _dashboard_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"must be the dashboard's http(s) URL, got {value!r}")
+        return value.rstrip("/") if value else value
+
+    def local_shape(self) -> tuple[int, tuple[WorkerGroup, ...]]:
+        """What identifies a local cluster jobs can share."""
+        return self.head_cpus, self.worker_groups
+
+
+class RayPluginConfig(_Model):
+    """`plugins.config.ray`."""
+
+    address: str | None = None
+    """Dashboard URL of the cluster tasks without an address of their own use."""
+    start_timeout: float = Field(default=120.0, gt=0)
+    """How long a local cluster may take to answer before its tasks fail."""
+    max_poll_failures: int = Field(default=5, ge=1)
+    """Failed status polls in a row before the attempt fails as a system error."""
+
+    @field_validator("address")
+    @classmethod
+    def _dashboard_url(cls, value: str | None) -> str | None:
+        return RayJobConfig._dashboard_url(value)
+
+
+def parse_job_config(custom: dict[str, Any], task_name: str) -> RayJobConfig:
+    """The task's config, or InvalidPluginConfigError naming the task and the bad field."""
+    try:
+        return RayJobConfig.model_validate(custom)
+    except ValidationError as exc:
+        raise InvalidPluginConfigError(f"task {task_name!r}: ray config: {describe(exc)}") from None
+
+
+def parse_plugin_config(config: dict[str, Any]) -> RayPluginConfig:
+    try:
+        return RayPluginConfig.model_validate(config)
+    except ValidationError as exc:
+        raise InvalidPluginConfigError(f"plugins.config.ray: {describe(exc)}") from None
+
+
+def describe(exc: ValidationError) -> str:
+    """The first error as `field: message, got value`."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"]) or "config"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    got = "" if error["type"] == "missing" else f", got {error.get('input')!r}"
+    return f"{where}: {message}{got}"

@@ -1,0 +1,260 @@
+"""The `ray` plugin: a python function task runs as a Ray job (see the package docstring)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import logging
+import shlex
+import uuid
+from typing import Any
+
+from sluice.plugins.answers import answer_phase, no_source, task_payload
+from sluice.plugins.core.context import TaskExecutionContext
+from sluice.plugins.core.phase import PhaseInfo, Transition
+from sluice.plugins.core.plugin import PluginProperties
+from sluice.plugins.ray.cluster import ClusterStartError, LocalRayCluster
+from sluice.plugins.ray.config import RayJobConfig, RayPluginConfig, parse_job_config
+from sluice.plugins.ray.jobs import INSTALL_HINT, JobView, RayClusterError, RayJobs
+from sluice.plugins.ray.logs import forward_new_lines, log_tail
+from sluice.plugins.ray.protocol import JOB_ENV, find_answer
+from sluice.spec.models import TaskSpec
+
+PLUGIN_ID = "ray"
+STATE_VERSION = 1
+log = logging.getLogger(__name__)
+
+
+def submission_id(ctx: TaskExecutionContext) -> str:
+    """The job's id on the cluster: one per (execution, node, attempt), so a restarted engine
+    finds the job it submitted, and the cluster refuses a second one of that id."""
+    return "sluice-" + ctx.metadata.generated_name(max_length=100)
+
+
+class RayPlugin:
+    def __init__(self, config: RayPluginConfig) -> None:
+        self._config = config
+        self._instance = uuid.uuid4().hex  # tells this engine's local clusters from a dead one's
+        self._jobs: dict[str, RayJobs] = {}
+        self._clusters: dict[Any, LocalRayCluster] = {}
+        self._starting: dict[Any, asyncio.Task[None]] = {}
+        self._start_errors: dict[Any, str] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+
+    @property
+    def id(self) -> str:
+        return PLUGIN_ID
+
+    @property
+    def properties(self) -> PluginProperties:
+        return PluginProperties()
+
+    @property
+    def unavailable(self) -> str | None:
+        return None if importlib.util.find_spec("ray") else INSTALL_HINT
+
+    def validate_task(self, task: TaskSpec) -> None:
+        parse_job_config(task.custom, task.name)
+
+    async def handle(self, ctx: TaskExecutionContext) -> Transition:
+        config = parse_job_config(ctx.task.custom, ctx.task.name)
+        state = self._state(ctx)
+        address, python, waiting = self._target(ctx, config, state)
+        if waiting is not None:
+            return Transition.to(waiting)
+        jobs = self._jobs.setdefault(address, RayJobs(address))
+        sid = submission_id(ctx)
+        try:
+            job = await jobs.find(sid)
+            if job is None:
+                return Transition.to(await self._submit(ctx, config, jobs, python, state))
+            return Transition.to(await self._observe(ctx, config, jobs, job, state))
+        except RayClusterError as exc:
+            return Transition.to(self._poll_failed(ctx, config, state, exc))
+
+    def _state(self, ctx: TaskExecutionContext) -> dict[str, Any]:
+        state = ctx.state_reader.get() or {}
+        if state.get("owner") not in (None, self._instance):
+            # Its cluster was a local one of an engine that is gone, and died with it.
+            return {"resubmitted": True}
+        return state
+
+    def _target(
+        self, ctx: TaskExecutionContext, config: RayJobConfig, state: dict[str, Any]
+    ) -> tuple[str, str, PhaseInfo | None]:
+        """(dashboard address, interpreter, None), or a phase to report while a local
+        cluster starts or after it failed to."""
+        address = state.get("address") or config.address or self._config.address
+        if address:
+            return address, config.python or "python", None
+        key = submission_id(ctx) if config.shutdown_after_job else config.local_shape()
+        cluster = self._clusters.get(key)
+        if cluster is not None:
+            return cluster.address, cluster.python, None
+        return "", "", self._start_cluster(ctx, config, key)
+
+    def _start_cluster(
+        self, ctx: TaskExecutionContext, config: RayJobConfig, key: Any
+    ) -> PhaseInfo:
+        error = self._start_errors.pop(key, None)
+        if error is not None:
+            return PhaseInfo.system_retryable_failure("RayClusterStartFailed", error)
+        starting = self._starting.get(key)
+        if starting is None:
+            workers = tuple(g.cpus for g in config.worker_groups for _ in range(g.replicas))
+            cluster = LocalRayCluster(config.head_cpus, workers, config.python or "")
+            cluster.launch()
+            starting = asyncio.create_task(self._wait_started(key, cluster))
+            self._starting[key] = starting
+        starting.add_done_callback(lambda _: ctx.refresh())
+        return PhaseInfo.initializing(0, "starting a local Ray cluster")
+
+    async def _wait_started(self, key: Any, cluster: LocalRayCluster) -> None:
+        try:
+            await cluster.wait_ready(self._config.start_timeout)
+        except (ClusterStartError, asyncio.CancelledError) as exc:
+            self._start_errors[key] = str(exc) or "cancelled"
+            await asyncio.to_thread(cluster.stop)
+        else:
+            self._clusters[key] = cluster
+        finally:
+            self._starting.pop(key, None)
+
+    async def _submit(
+        self,
+        ctx: TaskExecutionContext,
+        config: RayJobConfig,
+        jobs: RayJobs,
+        python: str,
+        state: dict[str, Any],
+    ) -> PhaseInfo:
+        sid = submission_id(ctx)
+        if state.get("submitted"):
+            return PhaseInfo.system_retryable_failure(
+                "RayJobLost", f"Ray job {sid} is no longer known to the cluster at {jobs.address}"
+            )
+        payload = task_payload(ctx)
+        if payload is None:
+            return no_source(ctx)
+        await jobs.submit(
+            sid,
+            f"{shlex.quote(python)} -m sluice.plugins.ray.runner",
+            **_job_options(ctx, config, payload),
+        )
+        ctx.state_writer.put(STATE_VERSION, self._new_state(config, jobs.address))
+        self._poll_later(ctx, sid, config.poll_interval)
+        again = " (again: the engine that ran it is gone)" if state.get("resubmitted") else ""
+        return PhaseInfo.queued(0, f"Ray job {sid} submitted to {jobs.address}{again}")
+
+    def _new_state(self, config: RayJobConfig, address: str) -> dict[str, Any]:
+        owned = not (config.address or self._config.address)
+        state: dict[str, Any] = {"address": address, "submitted": True, "log_offset": 0}
+        return state | ({"owner": self._instance} if owned else {})
+
+    async def _observe(
+        self,
+        ctx: TaskExecutionContext,
+        config: RayJobConfig,
+        jobs: RayJobs,
+        job: JobView,
+        state: dict[str, Any],
+    ) -> PhaseInfo:
+        sid = submission_id(ctx)
+        logs = "" if job.status == "PENDING" else await jobs.logs(sid)
+        offset = state.get("log_offset", 0)
+        offset = forward_new_lines(ctx.log_writer, logs, offset, job.is_terminal)
+        if offset != state.get("log_offset") or state.get("poll_failures"):
+            ctx.state_writer.put(STATE_VERSION, {**state, "log_offset": offset, "poll_failures": 0})
+        if not job.is_terminal:
+            self._poll_later(ctx, sid, config.poll_interval)
+            reason = f"Ray job {sid} is {job.status} on {jobs.address}"
+            if job.status == "RUNNING":
+                return PhaseInfo.running(0, reason)
+            return PhaseInfo.initializing(0, reason)
+        return _finished(ctx, sid, job, logs)
+
+    def _poll_failed(
+        self,
+        ctx: TaskExecutionContext,
+        config: RayJobConfig,
+        state: dict[str, Any],
+        exc: RayClusterError,
+    ) -> PhaseInfo:
+        failures = int(state.get("poll_failures", 0)) + 1
+        if failures >= self._config.max_poll_failures or not state.get("submitted"):
+            return PhaseInfo.system_retryable_failure("RayClusterUnreachable", str(exc))
+        ctx.state_writer.put(STATE_VERSION, {**state, "poll_failures": failures})
+        self._poll_later(ctx, submission_id(ctx), config.poll_interval)
+        reason = f"{exc} ({failures}/{self._config.max_poll_failures} failed polls)"
+        return PhaseInfo.running(failures, reason)
+
+    def _poll_later(self, ctx: TaskExecutionContext, sid: str, delay: float) -> None:
+        previous = self._timers.pop(sid, None)
+        if previous is not None:
+            previous.cancel()
+        self._timers[sid] = asyncio.get_running_loop().call_later(delay, ctx.refresh)
+
+    async def abort(self, ctx: TaskExecutionContext) -> None:
+        await self._stop_job(ctx)
+
+    async def finalize(self, ctx: TaskExecutionContext) -> None:
+        sid = submission_id(ctx)
+        timer = self._timers.pop(sid, None)
+        if timer is not None:
+            timer.cancel()
+        await self._stop_job(ctx)  # a job left running by a failed poll or a timeout
+        cluster = self._clusters.pop(sid, None)  # one started for this job alone
+        if cluster is not None:
+            await asyncio.to_thread(cluster.stop)
+
+    async def _stop_job(self, ctx: TaskExecutionContext) -> None:
+        state = self._state(ctx)
+        address = state.get("address")
+        if not address:
+            return
+        try:
+            await self._jobs.setdefault(address, RayJobs(address)).stop(submission_id(ctx))
+        except RayClusterError as exc:
+            log.warning("could not stop Ray job %s: %s", submission_id(ctx), exc)
+
+    async def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        for starting in list(self._starting.values()):
+            starting.cancel()
+        await asyncio.gather(*self._starting.values(), return_exceptions=True)
+        clusters, self._clusters = list(self._clusters.values()), {}
+        await asyncio.gather(*(asyncio.to_thread(c.stop) for c in clusters))
+
+
+def _job_options(
+    ctx: TaskExecutionContext, config: RayJobConfig, payload: dict[str, Any]
+) -> dict[str, Any]:
+    runtime_env = dict(config.runtime_env)
+    runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), JOB_ENV: json.dumps(payload)}
+    meta = ctx.metadata
+    metadata = {
+        "sluice_execution": meta.execution_id,
+        "sluice_node": meta.node_id,
+        "sluice_attempt": str(meta.attempt),
+        **config.metadata,
+    }
+    options: dict[str, Any] = {"runtime_env": runtime_env, "metadata": metadata}
+    if config.entrypoint_num_cpus is not None:
+        options["entrypoint_num_cpus"] = config.entrypoint_num_cpus
+    return options
+
+
+def _finished(ctx: TaskExecutionContext, sid: str, job: JobView, logs: str) -> PhaseInfo:
+    if job.status == "STOPPED":
+        return PhaseInfo.system_retryable_failure(
+            "RayJobStopped", f"Ray job {sid} was stopped outside sluice: {job.message}"
+        )
+    answer = find_answer(logs)
+    if answer is not None:
+        return answer_phase(ctx, answer)
+    what = "ended without a result" if job.status == "SUCCEEDED" else "failed"
+    return PhaseInfo.system_retryable_failure(
+        "RayJobFailed", f"Ray job {sid} {what}: {job.message}\n{log_tail(logs)}".rstrip()
+    )

@@ -1,0 +1,126 @@
+"""The dask plugin on a real local Dask cluster: through a real engine (results flow on, a
+failing function is retried then FAILED with its traceback), and driven directly (the
+function's prints reach the task log, a restarted plugin gets the published task back
+instead of submitting again, abort cancels it)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from tests.plugins.dask.conftest import DASK_FLOWS
+
+from sluice.config import Settings, load_config
+from sluice.errors import InvalidPluginConfigError
+from sluice.plugins.core.context import TaskExecutionMetadata
+from sluice.plugins.core.phase import Phase
+from sluice.plugins.dask.config import DaskPluginConfig, parse_job_config
+from sluice.plugins.dask.plugin import DaskPlugin
+from sluice.plugins.testing import FakeTaskContext, drive
+from sluice.runtime import Runtime
+from sluice.sdk.loader import load_module
+from sluice.spec.phases import ExecutionPhase
+from support.engine import run
+
+
+@pytest.fixture
+def flows() -> ModuleType:
+    return load_module("dask_flows", str(DASK_FLOWS))
+
+
+def dask_settings(db: Path, address: str) -> Settings:
+    return load_config(
+        database_url=f"sqlite:///{db}",
+        engine={"workers": 1, "resync_interval": 2.0, "backoff_base": 0.05, "backoff_max": 0.2},
+        plugins={"config": {"dask": {"address": address}}},
+    )
+
+
+def _context(task: object, execution_id: str, **inputs: object) -> FakeTaskContext:
+    meta = TaskExecutionMetadata(
+        execution_id=execution_id, project="p", domain="d", node_id="n0", attempt=0, task_name="t"
+    )
+    return FakeTaskContext(task=task.spec, inputs=inputs, metadata=meta)  # type: ignore[attr-defined]
+
+
+async def test_a_dask_task_result_flows_to_the_next_node(
+    dask_address: str, flows: ModuleType, tmp_path: Path
+) -> None:
+    rt = await Runtime.open(dask_settings(tmp_path / "s.db", dask_address))
+    try:
+        result = await run(rt, flows.squares)
+    finally:
+        await rt.close()
+    assert result.record.phase is ExecutionPhase.SUCCEEDED, result.record.error
+    assert result.record.outputs == {"o0": 1 + 4}
+
+
+async def test_a_failing_function_is_retried_then_fails_with_its_traceback(
+    dask_address: str, flows: ModuleType, tmp_path: Path
+) -> None:
+    rt = await Runtime.open(dask_settings(tmp_path / "s.db", dask_address))
+    try:
+        result = await run(rt, flows.broken_flow)
+    finally:
+        await rt.close()
+    assert result.record.phase is ExecutionPhase.FAILED
+    (node,) = result.nodes.values()
+    assert node.error is not None and node.error["kind"] == "USER", node.error
+    assert "ValueError: no square for 7 today" in node.error["message"]
+    assert "Traceback" in node.error["message"]
+    assert node.attempt == 1  # the first attempt and its retry
+
+
+async def test_the_function_prints_reach_the_task_log(
+    dask_address: str, flows: ModuleType, tmp_path: Path
+) -> None:
+    plugin = DaskPlugin(DaskPluginConfig(address=dask_address))
+    ctx = _context(flows.chatty, f"logs{tmp_path.name}", lines=3)
+    try:
+        seen = await drive(plugin, ctx, interval=0.5)
+    finally:
+        await plugin.close()
+    assert seen[-1].phase is Phase.SUCCESS and ctx.written_outputs == {"o0": 3}
+    assert ctx.log_writer.lines == [("stdout", f"line {i}") for i in range(3)]
+
+
+async def test_a_restarted_plugin_takes_the_task_back_and_abort_cancels_it(
+    dask_address: str, flows: ModuleType, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    inputs = {"path": str(tmp_path / "never"), "runs": str(runs), "timeout": 30.0}
+    ctx = _context(flows.wait_for, f"abort{tmp_path.name}", **inputs)
+    first = DaskPlugin(DaskPluginConfig(address=dask_address))
+    for _ in range(300):  # the first calls connect, then it submits
+        if (await first.handle(ctx)).info.phase is not Phase.INITIALIZING:
+            break
+        await asyncio.sleep(0.2)
+    for _ in range(100):  # running on a worker before the engine "dies"
+        if runs.exists():
+            break
+        await asyncio.sleep(0.1)
+    await first.close()
+    second = DaskPlugin(DaskPluginConfig(address=dask_address))
+    try:
+        phase = Phase.UNDEFINED
+        while phase is not Phase.RUNNING:  # the first call connects, the next finds the task
+            phase = (await second.handle(ctx)).info.phase
+            await asyncio.sleep(0.2)
+        await second.abort(ctx)
+        await asyncio.sleep(0.5)
+        info = (await second.handle(ctx)).info
+        await second.finalize(ctx)
+    finally:
+        await second.close()
+    assert runs.read_text() == "run\n"  # submitted once, though two plugins drove it
+    assert info.phase is Phase.RETRYABLE_FAILURE and info.error is not None
+    assert info.error.code == "DaskTaskCancelled"
+
+
+def test_a_bad_config_names_the_field() -> None:
+    with pytest.raises(InvalidPluginConfigError, match=r"task 't': dask config: workers"):
+        parse_job_config({"workers": 0}, "t")
+    with pytest.raises(InvalidPluginConfigError, match=r"address: .*'localhost:8786'"):
+        parse_job_config({"address": "localhost:8786"}, "t")

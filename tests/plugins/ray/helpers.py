@@ -1,0 +1,26 @@
+"""Reading the test cluster's jobs, and settings that point the ray plugin at it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sluice.config import Settings, load_config
+
+
+def cluster_jobs(address: str, execution_id: str) -> list[Any]:
+    """The cluster's jobs submitted for one execution (JobDetails), oldest first."""
+    from ray.job_submission import JobSubmissionClient
+
+    jobs = JobSubmissionClient(address).list_jobs()
+    mine = [j for j in jobs if (j.metadata or {}).get("sluice_execution") == execution_id]
+    return sorted(mine, key=lambda j: j.start_time or 0)
+
+
+def ray_settings(db: Path, address: str, **resources: Any) -> Settings:
+    return load_config(
+        database_url=f"sqlite:///{db}",
+        engine={"workers": 1, "resync_interval": 2.0, "backoff_base": 0.05, "backoff_max": 0.2},
+        plugins={"config": {"ray": {"address": address}}},
+        resources=resources,
+    )

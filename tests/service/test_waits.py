@@ -1,0 +1,66 @@
+"""A waiting node's waits are read as they are now: when the waiters ahead of it leave, its
+position moves up at the next read, though its stored reason still says what it was when it
+was last refused (issue: a lone waiter still said `position 3`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from sluice.config import load_config
+from sluice.resources.models import Claim, Holder
+from sluice.runtime import Runtime
+from sluice.service import convert, inventory
+from sluice.service import models as m
+from sluice.spec.phases import ExecutionPhase, NodePhase
+from sluice.store.records import ExecutionRecord, NodeRecord
+
+WAITING_FOR_RESOURCES = 2
+
+
+@pytest.fixture
+async def runtime(sqlite_url: str) -> AsyncIterator[Runtime]:
+    rt = await Runtime.open(load_config(database_url=sqlite_url, resources={"quotas": {"wh": 1}}))
+    await rt.resources.start()
+    yield rt
+    await rt.close()
+
+
+async def claim(rt: Runtime, execution: str, node: str) -> str:
+    token = f"ex:p:d:{execution}-{node}"
+    await rt.resources.allocate(token, [Claim("wh", 1)], Holder("p", "d", execution, node))
+    return token
+
+
+def waiting_view(execution: str, node: str) -> m.Execution:
+    record = ExecutionRecord(execution, "p", "d", "wf", "1", ExecutionPhase.RUNNING, {}, 0.0, 0.0)
+    stored = NodeRecord(
+        execution,
+        node,
+        phase=NodePhase.RUNNING,
+        task_phase=WAITING_FOR_RESOURCES,
+        reason="waiting for wh: 1/1 in use, position 3",
+    )
+    return convert.execution(record, [convert.node_execution(stored, None, None, [])], [], 0.0)
+
+
+async def test_a_lone_waiters_position_is_read_as_it_is_now(runtime: Runtime) -> None:
+    await claim(runtime, "x0", "held")
+    ahead = [await claim(runtime, f"x{i}", "n") for i in (1, 2)]
+    await claim(runtime, "x3", "n")
+    before = (await inventory.with_waits(runtime, waiting_view("x3", "n"))).nodes[0]
+    assert [w.position for w in before.waiting_for] == [3]
+    for token in ahead:  # the two ahead of it stop waiting (aborted)
+        await runtime.resources.release(token, ["wh"])
+    after = (await inventory.with_waits(runtime, waiting_view("x3", "n"))).nodes[0]
+    assert after.reason.endswith("position 3"), "the stored reason is as it was"
+    assert after.live_reason == "waiting for wh: 1/1 in use (held by x0/held), position 1"
+
+
+async def test_a_node_not_waiting_is_left_as_it_is(runtime: Runtime) -> None:
+    view = waiting_view("x9", "n")
+    done = view.model_copy(
+        update={"nodes": [view.nodes[0].model_copy(update={"task_phase": "SUCCESS"})]}
+    )
+    assert await inventory.with_waits(runtime, done) == done
