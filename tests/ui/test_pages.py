@@ -172,3 +172,12 @@ async def test_the_served_app_includes_the_pages_and_their_assets(runtime: Runti
         assert (await client.get("/static/ui/htmx.min.js")).status_code == 200
         missing = await client.get("/executions/x1nothere")
         assert missing.status_code == 404 and "x1nothere" in missing.text
+
+
+async def test_bad_values_in_a_page_url_are_errors_naming_them(client: httpx.AsyncClient) -> None:
+    phase = await client.get("/", params={"phase": "sleeping"})
+    assert phase.status_code == 422 and "sleeping" in phase.text
+    project = await client.get("/launch-plans", params={"project": "No Such/Project"})
+    assert project.status_code == 422 and "No Such/Project" in project.text
+    cursor = await client.get("/", params={"cursor": "garbage"})
+    assert cursor.status_code == 422 and "garbage" in cursor.text
