@@ -76,6 +76,7 @@ async def test_waits_change_live_and_abort_works(
     await screenshot(page, "execution")
     await show_a_quota_wait(page, f"{base_url}/executions/{record.id}", flows.NODES)
 
+    await see_the_holders_log_grow(page, f"{base_url}/executions/{record.id}", flows.NODES)
     holder = started(tmp_path)
     assert len(holder) == 1, holder
     (tmp_path / f"{holder[0]}.gate").unlink()  # the holder ends: a waiter takes the quota
@@ -112,6 +113,20 @@ async def test_waits_change_live_and_abort_works(
     for name in flows.LOADS:
         (tmp_path / f"{name}.gate").unlink(missing_ok=True)
     assert errors.seen == []
+
+
+async def see_the_holders_log_grow(page: Any, url: str, nodes: tuple[str, ...]) -> None:
+    """The node holding the quota prints a line every half second: its log panel follows."""
+    for name in nodes:
+        await page.goto(f"{url}?node={name}")
+        if await page.locator(".quota-wait").count() == 0:
+            log = "document.getElementById('node-log').innerText"
+            await page.wait_for_function(f"{log}.includes('still working (10)')", timeout=LIVE)
+            await page.wait_for_function(f"{log}.includes('still working (30)')", timeout=LIVE)
+            await page.locator(".node-detail").screenshot(path=str(SCREENSHOTS / "node-log.png"))
+            await page.goto(url)
+            return
+    pytest.fail(f"no node of {url} holds the quota")
 
 
 async def show_a_quota_wait(page: Any, url: str, nodes: tuple[str, ...]) -> None:
