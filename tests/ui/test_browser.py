@@ -175,9 +175,6 @@ async def test_a_cache_wait_shows_its_owner_then_the_hit(
     for record in (first, second):
         await eventually(lambda r=record: finished(sluice, r.id), "both executions end")
 
-    await page.goto(f"{base_url}/")
-    await page.wait_for_selector(f"text={second.id}")
-    await screenshot(page, "executions")
     phone = errors.watch(await browser.new_page(viewport=PHONE))
     for path in ("/", f"/executions/{second.id}", "/quotas", "/cache", "/launch-plans"):
         await phone.goto(base_url + path)
@@ -214,6 +211,11 @@ async def test_the_pending_queue_shows_positions_and_its_abort_button_works(
     assert (await row.locator("td").first.inner_text()).strip() == "1"
     assert queued.reason in await row.inner_text()
     await screenshot(page, "launch-plans")
+    await page.goto(f"{base_url}/")
+    listed = page.locator(f'tr[data-execution="{queued.id}"]')
+    assert "PENDING #1" in " ".join((await listed.inner_text()).split())
+    await screenshot(page, "executions")
+    await page.goto(f"{base_url}/launch-plans")
 
     await page.locator(f"#abort-{queued.id}").click()
     await page.wait_for_url("**/launch-plans")
