@@ -63,13 +63,13 @@ def _with_cursor(request: Request, cursor: str | None) -> str:
 async def execution_page(
     request: Request, sluice: Service, execution_id: str, node: str = ""
 ) -> Response:
-    found = await sluice.execution(execution_id)
+    found = await sluice.execution(execution_id, events=True)
     selected = _selected(found, node)
     context = {
         "title": f"Execution {found.id}",
         "execution": found,
         "graph": graph.layout(found.nodes),
-        "timeline": gantt.timeline(found.nodes, datetime.now(UTC)),
+        "timeline": gantt.timeline(found.nodes, datetime.now(UTC), found.events),
         "selected": selected,
         "reservation": await _reservation_of(sluice, found, selected),
         "quota_waits": await _quota_waits(sluice, found, selected),
