@@ -13,3 +13,10 @@ def noop(i: int) -> int:
 @sluice.task
 def step(i: int) -> int:
     return i + 1
+
+
+@sluice.task
+def chatty(i: int, lines: int) -> int:
+    for n in range(lines):
+        print(f"task {i} says line {n} of its output")
+    return i

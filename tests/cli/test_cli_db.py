@@ -36,6 +36,7 @@ READ_ONLY = [
     ["launchplan", "ls"],
     ["concurrency", "status"],
     ["concurrency", "caps", "ls"],
+    ["logs", "x1abc"],
 ]
 
 

@@ -65,3 +65,22 @@ def loud(x: int) -> int:
 @sluice.workflow
 def fan_out(width: int = 8, printing: bool = True) -> int:
     return len([(loud(x=i) if printing else quiet(x=i)) for i in range(width)])
+
+
+@sluice.task(retries=1)
+def print_until_unblocked(directory: str) -> int:
+    """Prints a tick every 50 ms while `directory/block` exists (the crash test kills its
+    engine meanwhile), then says it is done."""
+    print(f"started in process {os.getpid()}", flush=True)
+    ticks = 0
+    while os.path.exists(os.path.join(directory, "block")):
+        print(f"tick {ticks}", flush=True)
+        ticks += 1
+        time.sleep(0.05)
+    print("done", flush=True)
+    return ticks
+
+
+@sluice.workflow
+def crash_flow(directory: str) -> int:
+    return print_until_unblocked(directory=directory)

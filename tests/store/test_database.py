@@ -338,7 +338,7 @@ async def test_task_logs_table_comes_and_goes_with_revision_0003(sqlite_url: str
 
     store = await Store.open(sqlite_url)
     try:
-        assert head_revision() == "0003"
+        assert head_revision() >= "0003"  # revisions are numbered in order
         async with store.db.begin() as conn:
             assert "task_logs" in await conn.run_sync(tables)
             await conn.run_sync(move, "0002", False)

@@ -181,9 +181,8 @@ def print_execution(found: Execution, console: Console) -> None:
         node = found.error.get("node")
         _print_error(console, f"error in node {node}" if node else "error", found.error)
     console.print(_nodes_table(found.nodes))
-    retried = [n for n in found.nodes if len(n.attempts) > 1]
-    if retried:
-        console.print(_attempts_table(retried))
+    if any(n.attempts for n in found.nodes):
+        console.print(_attempts_table(found.nodes))
     for n in found.nodes:
         if n.error and not (found.error and found.error.get("node") == n.node):
             _print_error(console, f"node {n.node} failed", n.error)
@@ -214,17 +213,17 @@ def _nodes_table(nodes: list[NodeExecution]) -> Table:
 
 
 def _attempts_table(nodes: list[NodeExecution]) -> Table:
-    """Every attempt of the nodes that had more than one."""
+    """Every attempt of every node: when it ran, how it ended, its log's size."""
     table = Table(title="attempts", title_justify="left")
-    for column in ("node", "attempt", "started", "ended", "phase", "error", "log"):
+    for column in ("node", "attempt", "started (UTC)", "ended", "phase", "error", "log"):
         table.add_column(column, overflow="fold")
     for n in nodes:
         for a in n.attempts:
             table.add_row(
                 n.node,
                 str(a.attempt),
-                iso(a.started_at),
-                iso(a.ended_at),
+                iso(a.started_at)[-8:],
+                iso(a.ended_at)[-8:],
                 a.phase,
                 _error_line(a),
                 _size(a.log_bytes),

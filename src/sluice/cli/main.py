@@ -56,6 +56,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "concurrency",
         "Platform caps and the controller.",
     ),
+    "logs": (
+        "sluice.cli.logs",
+        "logs_command",
+        "What tasks printed: an execution's, a node's or one attempt's log.",
+    ),
     "plugins": (
         "sluice.cli.admin",
         "plugins",
@@ -99,6 +104,7 @@ READ_ONLY = [
     ("launchplan", "ls"),
     ("concurrency", "status"),
     ("concurrency", "caps", "ls"),
+    ("logs",),
 ]
 """Commands that only read: on a SQLite file that does not exist they fail (exit 2, naming
 the path) instead of creating it, its directories and an empty schema to list. `plugins ls`

@@ -41,20 +41,48 @@ def progress_table(execution: Execution) -> Group:
     return Group(heading, table)
 
 
+class TaskOutput:
+    """What tasks print while `sluice run` shows progress, each line prefixed with its node:
+    on a terminal, printed through the live display's console, so it scrolls above the table
+    instead of tearing through it; otherwise plain lines, a task's stderr on stderr."""
+
+    def __init__(self, console: Console, live: bool) -> None:
+        self.console = console
+        self.live = live
+
+    def __call__(self, node: str, attempt: int, stream: str, text: str) -> None:
+        if self.live:
+            prefix = Text(f"{node} | ", style="cyan")
+            body = Text(text, style="red" if stream == "stderr" else "")
+            self.console.print(prefix + body, highlight=False, soft_wrap=True)
+            return
+        out = sys.stderr if stream == "stderr" else sys.stdout
+        print(f"{node} | {text}", file=out, flush=True)
+
+
+def task_output() -> TaskOutput:
+    """Where task output goes: a console for the live table when stdout is a terminal."""
+    return TaskOutput(Console(), sys.stdout.isatty())
+
+
 async def follow(
-    service: Sluice, execution_id: str, done: asyncio.Event, interval: float = 0.25
+    service: Sluice,
+    execution_id: str,
+    done: asyncio.Event,
+    interval: float = 0.25,
+    output: TaskOutput | None = None,
 ) -> None:
-    """Show progress until `done` is set."""
+    """Show progress until `done` is set (above it on a terminal: `output`'s lines)."""
     if sys.stdout.isatty():
-        await _follow_live(service, execution_id, done, interval)
+        console = output.console if output is not None else Console()
+        await _follow_live(service, execution_id, done, interval, console)
     else:
         await _follow_lines(service, execution_id, done, interval)
 
 
 async def _follow_live(
-    service: Sluice, execution_id: str, done: asyncio.Event, interval: float
+    service: Sluice, execution_id: str, done: asyncio.Event, interval: float, console: Console
 ) -> None:
-    console = Console()
     with Live(console=console, refresh_per_second=8, transient=False) as live:
         while True:
             live.update(progress_table(await service.execution(execution_id)), refresh=True)

@@ -11,7 +11,7 @@ import click
 
 from sluice.cli.common import EXIT_FAILED, EXIT_SKIPPED, iso, opened, print_json, run_async
 from sluice.cli.logging_setup import logging_options
-from sluice.cli.progress import follow
+from sluice.cli.progress import TaskOutput, follow, task_output
 from sluice.sdk.loader import load_target
 from sluice.service import InputText, RunRequest, Sluice
 from sluice.service.local import LocalRun
@@ -32,6 +32,7 @@ from sluice.store.records import ExecutionRecord
 @click.option("--inputs", "inputs_json", metavar="JSON", help="All inputs as a JSON object.")
 @click.option("--overwrite-cache", is_flag=True, help="Skip cache lookups; overwrite entries.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final execution as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not show what tasks print.")
 @logging_options("WARNING")
 @click.pass_context
 @run_async
@@ -42,6 +43,7 @@ async def run_command(
     inputs_json: str | None,
     overwrite_cache: bool,
     as_json: bool,
+    quiet: bool,
 ) -> int:
     """Run TARGET (path/to/file.py:workflow, a launch plan or a task) on this machine,
     showing each node's phase and wait reason live. Exit code 0 on success."""
@@ -51,8 +53,12 @@ async def run_command(
         {"overwrite_cache": overwrite_cache},
     )  # every input error before the store opens
     async with opened(ctx, role="run") as service:
+        output = None if quiet or as_json else task_output()  # task lines, above the table
+        stop_output = service.on_task_output(output) if output is not None else None
         async with service.run(request) as local:
-            final = await _drive(service, local, quiet=as_json)
+            final = await _drive(service, local, quiet=as_json, output=output)
+        if stop_output is not None:
+            stop_output()
         if as_json:
             print_json(await service.execution(final.id))
     if not as_json:
@@ -62,9 +68,15 @@ async def run_command(
     return 0 if final.phase is ExecutionPhase.SUCCEEDED else EXIT_FAILED
 
 
-async def _drive(service: Sluice, local: LocalRun, quiet: bool) -> ExecutionRecord:
+async def _drive(
+    service: Sluice, local: LocalRun, quiet: bool, output: TaskOutput | None
+) -> ExecutionRecord:
     done = asyncio.Event()
-    watcher = None if quiet else asyncio.create_task(follow(service, local.execution_id, done))
+    watcher = (
+        None
+        if quiet
+        else asyncio.create_task(follow(service, local.execution_id, done, output=output))
+    )
     interrupts = _on_interrupt(local)
     try:
         return await local.wait()

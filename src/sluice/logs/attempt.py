@@ -41,8 +41,10 @@ class AttemptLog:
         for text_line in split_text(text):
             line = LogLine(when, kind, text_line)
             self._tap(self.key, line)
-            if self.ended or self.pending_bytes >= self._max_pending:
-                self.dropped += not self.ended
+            if self.ended:  # the attempt is over (or logs are disabled): nothing is kept
+                continue
+            if self.pending_bytes >= self._max_pending:
+                self.dropped += 1
                 continue
             self.pending.append(line)
             self.pending_bytes += len(text_line) + 32

@@ -1,7 +1,8 @@
 """The engine's task log service: hands out one AttemptLog per attempt (the same object to
 every plugin call of that attempt) and flushes them all in the background.
 
-One flush, every `flush_interval` seconds (at once when an attempt ends): the buffered lines
+One flush, every `flush_interval` seconds (an attempt's end waits for the next one, so that
+flushes batch many attempts in one transaction rather than one each): the buffered lines
 of every attempt are placed in segments, written to the log store in a worker thread (fsspec
 is blocking; the event loop never waits on it), and the index rows they touched are saved in
 one database transaction. A log store that fails is logged once per outage and the lines of
@@ -17,7 +18,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sluice.cancellation import wait_event
 from sluice.clock import Clock
 from sluice.config import LogsConfig
 from sluice.errors import SluiceError
@@ -52,7 +52,6 @@ class TaskLogSink:
         self._attempts: dict[AttemptKey, _Attempt] = {}
         self._unsaved: dict[tuple[AttemptKey, int], Segment] = {}
         self._listeners: list[Tap] = []
-        self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._loop: asyncio.Task[None] | None = None
         self._failing = False
@@ -72,10 +71,15 @@ class TaskLogSink:
 
     def end(self, execution_id: str, node_id: str, attempt: int) -> None:
         """The attempt is over: flush what it wrote and close its segment, soon. Idempotent."""
-        entry = self._attempts.get(AttemptKey(execution_id, node_id, attempt))
-        if entry is not None and entry.ended_at is None:
-            entry.ended_at = self._clock.now()
-            self._wake.set()
+        key = AttemptKey(execution_id, node_id, attempt)
+        entry = self._attempts.get(key)
+        if entry is None or entry.ended_at is not None:
+            return
+        if entry.state is None and not entry.writer.pending and not entry.writer.dropped:
+            entry.writer.ended = True  # it never wrote: nothing to store or close
+            del self._attempts[key]
+            return
+        entry.ended_at = self._clock.now()  # closed at the next flush (flush_interval)
 
     def listen(self, listener: Tap) -> Callable[[], None]:
         """Call `listener` with every line as it is written (live output); returns the
@@ -96,8 +100,7 @@ class TaskLogSink:
 
     async def _run(self) -> None:
         while True:
-            await wait_event(self._wake, self._config.flush_interval)
-            self._wake.clear()
+            await asyncio.sleep(self._config.flush_interval)
             try:
                 await self.flush()
             except Exception as exc:  # logged, retried at the next flush

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from sluice.concurrency.repository import ConcurrencyRepository
 from sluice.errors import InvalidArgumentError, NotFoundError
+from sluice.logs import index as log_index
 from sluice.service import convert
 from sluice.service import models as m
 from sluice.spec.phases import ExecutionPhase
@@ -111,13 +112,21 @@ async def by_id_or_prefix(
     return record
 
 
+async def _log_bytes(repos: Repos, execution_id: str) -> dict[tuple[str, int], int]:
+    """Bytes of log kept per (node, attempt), from the log index."""
+    sizes: dict[tuple[str, int], int] = {}
+    for segment in await log_index.segments(repos.conn, execution_id):
+        key = (segment.key.node_id, segment.key.attempt)
+        sizes[key] = sizes.get(key, 0) + segment.bytes
+    return sizes
+
+
 async def detail(
     repos: Repos,
     record: ExecutionRecord,
     now: float,
     *,
     with_events: bool,
-    log_bytes: dict[tuple[str, int], int] | None = None,
 ) -> m.Execution:
     """One execution with its nodes (in workflow order), their attempts and, if asked, events."""
     workflow = await repos.specs.get_workflow(
@@ -130,7 +139,7 @@ async def detail(
     by_node: dict[str, list[EventRecord]] = {}
     for e in events:
         by_node.setdefault(e.node_id, []).append(e)
-    sizes = log_bytes or {}
+    sizes = await _log_bytes(repos, record.id)
     views = [
         convert.node_execution(
             nodes[node_id],

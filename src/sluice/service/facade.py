@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,7 @@ from sluice.executions.schedules import next_firing
 from sluice.runtime import Runtime, resolve_target
 from sluice.service import convert, inventory, serving, visibility
 from sluice.service import executions as ex
+from sluice.service import logs as task_logs
 from sluice.service import models as m
 from sluice.service.inputs import Inputs, resolve_inputs
 from sluice.service.local import LocalRun, await_decision, drive_here, prepare_launch_plan
@@ -131,6 +132,65 @@ class Sluice:
             record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
             found = await repos.events.list(record.id, after_id=after)
         return [convert.event(e) for e in found]
+
+    # Task logs (sluice/logs/): attempts numbered from 1; an execution by id or unique prefix.
+    async def _log_target(
+        self, execution_id: str, node_id: str | None, attempt: int | None
+    ) -> tuple[str, int | None]:
+        async with self.runtime.store.read() as repos:
+            record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
+            return record.id, await task_logs.check_target(repos, record.id, node_id, attempt)
+
+    async def logs(
+        self,
+        execution_id: str,
+        node_id: str | None = None,
+        *,
+        attempt: int | None = None,
+        stream: str | None = None,
+    ) -> list[task_logs.LogLineView]:
+        """Every stored line of an execution (nodes merged by time), a node (attempt by
+        attempt) or one attempt, optionally of one stream."""
+        found, number = await self._log_target(execution_id, node_id, attempt)
+        reader = self.runtime.log_reader()
+        return await task_logs.lines(reader, found, node_id, number, stream)
+
+    async def log_page(
+        self,
+        execution_id: str,
+        node_id: str,
+        *,
+        attempt: int | None = None,
+        after: str | None = None,
+        limit: int = 1000,
+        stream: str | None = None,
+    ) -> task_logs.LogPageView:
+        """Up to `limit` lines of a node after the position `after` (a previous page's)."""
+        limit = check_count("limit", limit, InvalidArgumentError, low=1, high=10_000)
+        found, number = await self._log_target(execution_id, node_id, attempt)
+        reader = self.runtime.log_reader()
+        return await task_logs.page(
+            reader, found, node_id, number, after=after, limit=limit, stream=stream
+        )
+
+    async def follow_logs(
+        self,
+        execution_id: str,
+        node_id: str | None = None,
+        *,
+        attempt: int | None = None,
+        stream: str | None = None,
+    ) -> AsyncIterator[task_logs.LogLineView]:
+        """Lines as they are stored, until the execution, node or attempt has ended."""
+        found, number = await self._log_target(execution_id, node_id, attempt)
+        reader = self.runtime.log_reader()
+        async for line in task_logs.follow(reader, found, node_id, number, stream):
+            yield line
+
+    def on_task_output(self, listener: task_logs.OutputListener) -> Callable[[], None]:
+        """Call `listener` with each line the tasks this process drives print, as they print
+        it (live output of `sluice run`); returns the function that stops it."""
+        return task_logs.tap(self.runtime.open_task_logs(), listener)
 
     async def attempts(self, execution_id: str, node_id: str) -> list[m.Attempt]:
         found = await self.execution(execution_id)
@@ -442,11 +502,19 @@ class Sluice:
         return self.scope.projects
 
     def _project_domain(self, project: str | None, domain: str | None) -> tuple[str, str]:
-        project = project or self.settings.project
+        project = project or self._default_project()
         domain = domain or self.settings.domain
         check_scope_name("project", project)
         check_scope_name("domain", domain)
         return project, domain
+
+    def _default_project(self) -> str:
+        """A caller limited to one project works in it unless it names another; others in
+        the configured project."""
+        projects = self.scope.projects
+        if projects is not None and len(projects) == 1:
+            return next(iter(projects))
+        return self.settings.project
 
     def _may_read(self, project: str) -> None:
         if not self.scope.sees(project):

@@ -1,7 +1,7 @@
 """The `python` plugin: runs python function tasks in the engine's local process pool.
 
-An exception raised by the task is a user error carrying the traceback text and the last
-lines the task wrote on stderr (retried if the task has retries left); a worker process that
+An exception raised by the task is a user error carrying the last lines the task wrote on
+stderr, then the traceback text (retried if the task has retries left); a worker process that
 dies is a retryable system error, with the same stderr tail. A task whose engine was restarted
 (its job is not in this engine's pool) is submitted again. What the task prints goes to the
 attempt's log (ctx.log_writer). A job that started and finished between two calls reports the
@@ -98,7 +98,7 @@ class PythonPlugin:
             return PhaseInfo.aborted(0, "cancelled")
         error = future.exception()
         if isinstance(error, WorkerDied):
-            return PhaseInfo.system_retryable_failure("WorkerDied", str(error) + _tail(job))
+            return PhaseInfo.system_retryable_failure("WorkerDied", _with_tail(job, str(error)))
         if error is not None:
             return PhaseInfo.system_retryable_failure("WorkerError", repr(error))
         answer: dict[str, Any] = future.result()
@@ -109,7 +109,7 @@ class PythonPlugin:
         if failure["type"] == "OutputsError":
             return PhaseInfo.permanent_failure("OutputsError", failure["message"])
         message = failure["traceback"] or f"{failure['type']}: {failure['message']}"
-        message = message.rstrip() + _tail(job)
+        message = _with_tail(job, message.rstrip())
         return PhaseInfo.retryable_failure(failure["type"], message, ErrorKind.USER)
 
     async def warm_up(self) -> None:
@@ -140,11 +140,13 @@ def _writer(ctx: TaskExecutionContext) -> Callable[[str, str], None]:
     return lambda text, stream: log.write(text, "stderr" if stream == "stderr" else "stdout")
 
 
-def _tail(job: Job) -> str:
-    """The last lines the task wrote on stderr, for its error (the whole log: `sluice logs`)."""
+def _with_tail(job: Job, message: str) -> str:
+    """The error message after the last lines the task wrote on stderr (the whole log is in
+    `sluice logs`): the message stays last, as its last line is the error's one-line summary."""
     if not job.stderr_tail:
-        return ""
-    return "\nlast lines of stderr:\n" + "\n".join(job.stderr_tail)
+        return message
+    tail = "\n".join(job.stderr_tail)
+    return f"last lines of stderr:\n{tail}\n\n{message}"
 
 
 def _load(ctx: SetupContext) -> PythonPlugin:
