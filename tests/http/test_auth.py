@@ -14,7 +14,7 @@ from sluice.errors import StoreUnavailableError
 from sluice.http.auth import authorization, is_loopback, token_auth
 from sluice.service import Sluice
 from sluice.store import schema
-from support.http_world import client_for
+from support.http_world import Project, client_for
 
 
 @pytest.fixture
@@ -196,3 +196,18 @@ async def test_requests_are_counted_and_logged(
         'status="404"} 1.0'
     ) in page
     assert "sluice_http_request_duration_seconds_bucket" in page
+
+
+async def test_a_one_project_token_works_in_its_project_by_default(
+    two_projects: tuple[Sluice, Project, Project],
+) -> None:
+    sluice, _, theirs = two_projects
+    issued = await sluice.tokens.create([theirs.name])  # the server is configured for alpha
+    async with client_for(sluice, token_auth(sluice, required=True)) as client:
+        client.headers["Authorization"] = f"Bearer {issued.secret}"
+        plans = (await client.get("/api/v1/launch-plans")).json()
+        assert {p["project"] for p in plans} == {theirs.name}
+        body = {"launch_plan": "echo_plan"}
+        created = await client.post("/api/v1/executions", json=body)
+        assert created.status_code == 201, created.text
+        assert created.json()["project"] == theirs.name

@@ -91,6 +91,18 @@ def test_task_options_name_and_type() -> None:
     assert spec.custom == {"command": "echo {a}"}
 
 
+def test_a_plugin_config_model_is_stored_as_its_json() -> None:
+    from sluice.plugins.ray import RayJobConfig, WorkerGroup
+
+    def double(a: int) -> int:
+        return 2 * a
+
+    config = RayJobConfig(head_cpus=4, worker_groups=(WorkerGroup(replicas=2),))
+    spec = task(name="custom.ray", type="ray", custom=config)(double).spec
+    assert spec.custom == {"head_cpus": 4, "worker_groups": [{"replicas": 2}]}
+    assert RayJobConfig.model_validate(spec.custom) == config
+
+
 def test_tuple_outputs_are_numbered() -> None:
     assert list(flows.split.spec.interface.outputs) == ["o0", "o1"]
     assert [str(t) for t in flows.split.spec.interface.outputs.values()] == ["int", "str"]

@@ -1,7 +1,7 @@
 """The web UI in Debian's Chromium against a real server and engine: a quota wait and a cache
 wait appear with their reason and position and change live, abort works, pages fit a phone,
-the graph is keyboard reachable, no console errors; screenshots of the main pages go to
-docs/screenshots."""
+the graph is keyboard reachable, no console errors; screenshots of the main pages are saved
+(`SLUICE_UI_SCREENSHOTS=docs/screenshots` refreshes the README's)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,16 @@ from fastapi import FastAPI
 
 from sluice.runtime import Runtime
 from sluice.service import Sluice
-from ui.browser import DESKTOP, PHONE, ConsoleErrors, chromium, require_browser, screenshot, serving
+from ui.browser import (
+    DESKTOP,
+    PHONE,
+    ConsoleErrors,
+    chromium,
+    require_browser,
+    screenshot,
+    serving,
+    shot_path,
+)
 from ui.ui_support import eventually, finished
 
 pytestmark = pytest.mark.slow
@@ -65,7 +74,9 @@ async def test_waits_change_live_and_abort_works(
     text = await nodes.inner_text()
     assert "waiting for warehouse: 1/1 in use" in text and "position 1" in text
     await screenshot(page, "execution")
+    await show_a_quota_wait(page, f"{base_url}/executions/{record.id}", flows.NODES)
 
+    await see_the_holders_log_grow(page, f"{base_url}/executions/{record.id}", flows.NODES)
     holder = started(tmp_path)
     assert len(holder) == 1, holder
     (tmp_path / f"{holder[0]}.gate").unlink()  # the holder ends: a waiter takes the quota
@@ -104,6 +115,33 @@ async def test_waits_change_live_and_abort_works(
     assert errors.seen == []
 
 
+async def see_the_holders_log_grow(page: Any, url: str, nodes: tuple[str, ...]) -> None:
+    """The node holding the quota prints a line every half second: its log panel follows."""
+    for name in nodes:
+        await page.goto(f"{url}?node={name}")
+        if await page.locator(".quota-wait").count() == 0:
+            log = "document.getElementById('node-log').innerText"
+            await page.wait_for_function(f"{log}.includes('still working (10)')", timeout=LIVE)
+            await page.wait_for_function(f"{log}.includes('still working (30)')", timeout=LIVE)
+            await page.locator(".node-detail").screenshot(path=shot_path("node-log"))
+            await page.goto(url)
+            return
+    pytest.fail(f"no node of {url} holds the quota")
+
+
+async def show_a_quota_wait(page: Any, url: str, nodes: tuple[str, ...]) -> None:
+    """Select a waiting node: its detail names the holder and its position (screenshot)."""
+    for name in nodes:
+        await page.goto(f"{url}?node={name}")
+        if await page.locator(".quota-wait").count():
+            text = await page.locator(".quota-wait").inner_text()
+            assert "1/1 in use (held by" in text and "position" in text
+            await page.locator(".node-detail").screenshot(path=shot_path("node-wait"))
+            await page.goto(url)
+            return
+    pytest.fail(f"no node of {url} shows a quota wait")
+
+
 async def test_a_cache_wait_shows_its_owner_then_the_hit(
     runtime: Runtime,
     engine: object,
@@ -137,9 +175,6 @@ async def test_a_cache_wait_shows_its_owner_then_the_hit(
     for record in (first, second):
         await eventually(lambda r=record: finished(sluice, r.id), "both executions end")
 
-    await page.goto(f"{base_url}/")
-    await page.wait_for_selector(f"text={second.id}")
-    await screenshot(page, "executions")
     phone = errors.watch(await browser.new_page(viewport=PHONE))
     for path in ("/", f"/executions/{second.id}", "/quotas", "/cache", "/launch-plans"):
         await phone.goto(base_url + path)
@@ -176,6 +211,11 @@ async def test_the_pending_queue_shows_positions_and_its_abort_button_works(
     assert (await row.locator("td").first.inner_text()).strip() == "1"
     assert queued.reason in await row.inner_text()
     await screenshot(page, "launch-plans")
+    await page.goto(f"{base_url}/")
+    listed = page.locator(f'tr[data-execution="{queued.id}"]')
+    assert "PENDING #1" in " ".join((await listed.inner_text()).split())
+    await screenshot(page, "executions")
+    await page.goto(f"{base_url}/launch-plans")
 
     await page.locator(f"#abort-{queued.id}").click()
     await page.wait_for_url("**/launch-plans")

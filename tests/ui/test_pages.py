@@ -48,6 +48,8 @@ async def test_an_execution_page_draws_the_graph_timeline_and_selected_node(
     )  # extract->square_all, extract->total, square_all->total
     assert 'class="bar ph-' in text  # a timeline of attempts
     assert 'data-selected="square_all"' in text and "ui_flows.square_all" in text
+    ended = await client.get(f"/executions/{done}", headers=FRAGMENT)
+    assert ended.status_code == 286  # htmx stops polling a page that no longer changes
 
 
 async def test_a_failed_node_shows_its_error_as_text(
@@ -76,11 +78,13 @@ async def test_a_quota_wait_shows_its_reason_and_position_then_clears(
     url = f"/executions/{record.id}"
 
     async def waiting_line() -> str | None:
-        text = (await client.get(url, headers=FRAGMENT)).text
-        return text if "waiting for warehouse: 1/1 in use" in text else None
+        answer = await client.get(url, headers=FRAGMENT)
+        assert answer.status_code == 200  # polled on while it runs
+        return answer.text if "waiting for warehouse: 1/1 in use" in answer.text else None
 
     text = await eventually(waiting_line, "a node waits for the warehouse quota")
     assert "position 1" in text and "position 2" in text
+    assert 'class="bar ph-waiting"' in text  # the timeline draws the waits
     details = [(await client.get(url, params={"node": n})).text for n in flows.NODES]
     waits = [t.split('class="wait-reason quota-wait"')[1] for t in details if "quota-wait" in t]
     assert len(waits) == 2  # the holder does not wait; each waiter names the holder
@@ -123,6 +127,27 @@ async def _started(directory: Path, name: str) -> bool:
     return name + ".started" in os.listdir(directory)
 
 
+async def test_the_locks_page_shows_holders_and_waiters(
+    runtime: Runtime, engine: object, flows: ModuleType, client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    gate = tmp_path / "locks.gate"
+    gate.touch()
+    record = await runtime.launch(flows.partition_writes, {"directory": str(tmp_path)})
+
+    async def a_waiter() -> str | None:
+        text = (await client.get("/locks", headers=FRAGMENT)).text
+        return text if 'data-lock="db/partition/2"' in text and "waiting" in text else None
+
+    text = await eventually(a_waiter, "one writer waits for partition 2")
+    row = text.split('data-lock="db/partition/2"')[1].split("</tr>")[0]
+    holders, waiters = row.split("</td>")[2], row.split("</td>")[3]
+    assert f"{record.id}/write_partitions" in holders
+    assert "waiting for lock db/partition/2 (held by" in waiters
+    gate.unlink()
+    await eventually(lambda: finished(Sluice(runtime), record.id), "both writers finish")
+    assert "No lock is held" in (await client.get("/locks")).text
+
+
 async def test_locks_and_launch_plans_pages_render_when_empty(client: httpx.AsyncClient) -> None:
     locks = await client.get("/locks")
     assert locks.status_code == 200 and "No lock is held" in locks.text
@@ -150,3 +175,12 @@ async def test_the_served_app_includes_the_pages_and_their_assets(runtime: Runti
         assert (await client.get("/static/ui/htmx.min.js")).status_code == 200
         missing = await client.get("/executions/x1nothere")
         assert missing.status_code == 404 and "x1nothere" in missing.text
+
+
+async def test_bad_values_in_a_page_url_are_errors_naming_them(client: httpx.AsyncClient) -> None:
+    phase = await client.get("/", params={"phase": "sleeping"})
+    assert phase.status_code == 422 and "sleeping" in phase.text
+    project = await client.get("/launch-plans", params={"project": "No Such/Project"})
+    assert project.status_code == 422 and "No Such/Project" in project.text
+    cursor = await client.get("/", params={"cursor": "garbage"})
+    assert cursor.status_code == 422 and "garbage" in cursor.text

@@ -106,3 +106,15 @@ nightly = sluice.LaunchPlan(
     concurrency=sluice.ConcurrencyPolicy(1, sluice.ConcurrencyBehavior.WAIT),
     schedule=sluice.Schedule(cron="0 3 * * *"),
 )
+
+
+@sluice.task(locks=sluice.Locks("db/partition/{item}", for_each="partitions"))
+def write_partitions(directory: str, name: str, partitions: list[int]) -> str:
+    hold(directory, "locks.gate", name)
+    return name
+
+
+@sluice.workflow
+def partition_writes(directory: str) -> None:
+    write_partitions(directory=directory, name="a", partitions=[1, 2])
+    write_partitions(directory=directory, name="b", partitions=[2, 3])

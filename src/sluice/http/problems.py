@@ -9,7 +9,7 @@ Every error response is `application/problem+json` with `type`, `title`, `status
 | Unauthorized (missing or bad token) | 401 |
 | PermissionDeniedError (read-only token, another project's write), Forbidden (cross-site) | 403 |
 | NotFoundError (and anything of another project) | 404 |
-| StoreUnavailableError, BackendUnavailableError | 503 |
+| StoreError (unreachable, gone, behind), BackendUnavailableError, MissingDependencyError | 503 |
 | anything else | 500, with a fixed detail: never a traceback, a URL or a secret |
 
 422 rather than 400 for bad values, so a value the schema rejects and one the service
@@ -30,10 +30,11 @@ from starlette.exceptions import HTTPException
 from sluice.errors import (
     BackendUnavailableError,
     InvalidArgumentError,
+    MissingDependencyError,
     NotFoundError,
     PermissionDeniedError,
     SluiceError,
-    StoreUnavailableError,
+    StoreError,
 )
 
 log = logging.getLogger(__name__)
@@ -64,8 +65,9 @@ _STATUS: list[tuple[type[BaseException], int, str]] = [
     (PermissionDeniedError, 403, "forbidden"),
     (NotFoundError, 404, "not-found"),
     (InvalidArgumentError, 422, "invalid-argument"),
-    (StoreUnavailableError, 503, "unavailable"),
+    (StoreError, 503, "unavailable"),  # unreachable, gone, not a database, schema behind
     (BackendUnavailableError, 503, "unavailable"),
+    (MissingDependencyError, 503, "unavailable"),  # the server lacks a driver
 ]
 
 _TITLES = {

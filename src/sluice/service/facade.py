@@ -506,11 +506,19 @@ class Sluice:
         return self.scope.projects
 
     def _project_domain(self, project: str | None, domain: str | None) -> tuple[str, str]:
-        project = project or self.settings.project
+        project = project or self._default_project()
         domain = domain or self.settings.domain
         check_scope_name("project", project)
         check_scope_name("domain", domain)
         return project, domain
+
+    def _default_project(self) -> str:
+        """A caller limited to one project works in it unless it names another; others in
+        the configured project."""
+        projects = self.scope.projects
+        if projects is not None and len(projects) == 1:
+            return next(iter(projects))
+        return self.settings.project
 
     def _may_read(self, project: str) -> None:
         if not self.scope.sees(project):

@@ -111,6 +111,8 @@ executions = sa.Table(
     sa.Column("version", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_executions_phase", "phase"),
     sa.Index("ix_executions_launch_plan", "project", "domain", "launch_plan", "phase"),
+    # Listings newest first (`executions ls`, GET /api/v1/executions) walk this, not a sort.
+    sa.Index("ix_executions_created", "created_at", "id"),
     sa.Index(
         "uq_executions_firing",
         "project",

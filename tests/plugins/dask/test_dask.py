@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tests.plugins.dask.conftest import DASK_FLOWS
+from tests.plugins.dask.conftest import DASK_FLOWS, require_distributed
 
 from sluice.config import Settings, load_config
 from sluice.errors import InvalidPluginConfigError
@@ -51,10 +51,13 @@ async def test_a_dask_task_result_flows_to_the_next_node(
     rt = await Runtime.open(dask_settings(tmp_path / "s.db", dask_address))
     try:
         result = await run(rt, flows.squares)
+        logged = [e.line.text for e in await rt.log_reader().lines(result.record.id)]
     finally:
         await rt.close()
     assert result.record.phase is ExecutionPhase.SUCCEEDED, result.record.error
     assert result.record.outputs == {"o0": 1 + 4}
+    assert {"squaring 1", "squaring 2"} <= {text.split(" in pid")[0] for text in logged}, logged
+    assert not any("sluice-result" in text for text in logged)
 
 
 async def test_a_failing_function_is_retried_then_fails_with_its_traceback(
@@ -124,3 +127,23 @@ def test_a_bad_config_names_the_field() -> None:
         parse_job_config({"workers": 0}, "t")
     with pytest.raises(InvalidPluginConfigError, match=r"address: .*'localhost:8786'"):
         parse_job_config({"address": "localhost:8786"}, "t")
+
+
+def _alive(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+
+
+async def test_without_an_address_the_task_runs_on_a_local_cluster_stopped_at_close(
+    flows: ModuleType, tmp_path: Path
+) -> None:
+    require_distributed()
+    plugin = DaskPlugin(DaskPluginConfig())
+    ctx = _context(flows.chatty, f"own{tmp_path.name}", lines=2)
+    try:
+        seen = await drive(plugin, ctx, interval=0.5, max_rounds=2000)
+        processes = [pid for c in plugin._clusters.values() for pid in c.pids]
+    finally:
+        await plugin.close()
+    assert seen[0].phase is Phase.INITIALIZING and "connecting" in seen[0].reason
+    assert seen[-1].phase is Phase.SUCCESS and ctx.written_outputs == {"o0": 2}
+    assert len(processes) == 2 and _alive(processes) == []  # scheduler and workers, stopped

@@ -28,10 +28,13 @@ async def test_a_ray_task_result_flows_to_the_next_node(
     rt = await Runtime.open(ray_settings(tmp_path / "s.db", ray_address))
     try:
         result = await run(rt, flows.squares)
+        logged = [e.line.text for e in await rt.log_reader().lines(result.record.id)]
     finally:
         await rt.close()
     assert result.record.phase is ExecutionPhase.SUCCEEDED, result.record.error
     assert result.record.outputs == {"o0": 1 + 4}
+    assert {"squaring 1", "squaring 2"} <= {text.split(" in pid")[0] for text in logged}, logged
+    assert not any("sluice-result" in text for text in logged)
     jobs = cluster_jobs(ray_address, result.record.id)
     assert [j.status for j in jobs] == ["SUCCEEDED"] * 2
 

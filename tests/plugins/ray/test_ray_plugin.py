@@ -17,7 +17,7 @@ from sluice.plugins.core.context import TaskExecutionMetadata
 from sluice.plugins.core.phase import Phase
 from sluice.plugins.ray.config import RayPluginConfig, parse_job_config
 from sluice.plugins.ray.logs import forward_new_lines
-from sluice.plugins.ray.plugin import RayPlugin
+from sluice.plugins.ray.plugin import RayPlugin, submission_id
 from sluice.plugins.ray.protocol import RESULT_MARKER, find_answer
 from sluice.plugins.testing import FakeTaskContext, MemoryLog, drive
 from sluice.sdk.loader import load_module
@@ -78,6 +78,31 @@ async def test_abort_stops_the_job_and_a_restarted_plugin_never_submits_twice(
     finally:
         await second.close()
     assert job.status == "STOPPED"
+
+
+async def test_an_attempt_started_afresh_goes_on_under_the_next_id(
+    ray_address: str, flows: ModuleType, tmp_path: Path
+) -> None:
+    execution, go = f"afresh{tmp_path.name}", tmp_path / "go"
+    ctx = _context(flows.wait_for, execution, path=str(go), timeout=120.0)
+    plugin = RayPlugin(RayPluginConfig(address=ray_address))
+    try:
+        assert (await plugin.handle(ctx)).info.phase is Phase.QUEUED
+        await plugin.abort(ctx)  # the engine stops the attempt to start it afresh...
+        await plugin.finalize(ctx)
+        for _ in range(100):
+            if [j.status for j in cluster_jobs(ray_address, execution)] == ["STOPPED"]:
+                break
+            await asyncio.sleep(0.3)
+        ctx.state_writer.reset()  # ...and forgets its plugin state
+        go.write_text("second start")
+        seen = await drive(plugin, ctx, interval=0.3)
+    finally:
+        await plugin.close()
+    assert seen[-1].phase is Phase.SUCCESS and ctx.written_outputs == {"o0": "second start"}
+    jobs = {j.submission_id: j.status for j in cluster_jobs(ray_address, execution)}
+    base = submission_id(ctx)
+    assert jobs == {base: "STOPPED", f"{base}-r1": "SUCCEEDED"}
 
 
 def test_a_bad_config_names_the_field() -> None:

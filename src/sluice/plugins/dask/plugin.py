@@ -73,7 +73,7 @@ class DaskPlugin:
         address = address or self._local_cluster(config)
         client = self._clients.get(address)
         if client is None:
-            return Transition.to(self._connect(ctx, address, owned=address != config.address))
+            return Transition.to(self._connect(ctx, address))
         key = task_key(ctx)
         future = self._futures.get(key) or await client.get_dataset(key, default=None)
         if future is None:
@@ -98,7 +98,7 @@ class DaskPlugin:
             self._clusters[config.local_shape()] = cluster
         return cluster.address
 
-    def _connect(self, ctx: TaskExecutionContext, address: str, owned: bool) -> PhaseInfo:
+    def _connect(self, ctx: TaskExecutionContext, address: str) -> PhaseInfo:
         error = self._connect_errors.pop(address, None)
         if error is not None:
             return PhaseInfo.system_retryable_failure("DaskSchedulerUnreachable", error)

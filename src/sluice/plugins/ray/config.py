@@ -63,8 +63,9 @@ class RayPluginConfig(_Model):
     """Dashboard URL of the cluster tasks without an address of their own use."""
     start_timeout: float = Field(default=120.0, gt=0)
     """How long a local cluster may take to answer before its tasks fail."""
-    max_poll_failures: int = Field(default=5, ge=1)
-    """Failed status polls in a row before the attempt fails as a system error."""
+    max_poll_failures: int = Field(default=6, ge=1)
+    """Failed calls to the cluster in a row (a submit, a poll; retried after 1, 2, 4, 8...
+    poll intervals, at most 10 s) before the attempt fails as a system error."""
 
     @field_validator("address")
     @classmethod

@@ -23,6 +23,8 @@ from sluice.spec.models import TaskSpec
 
 PLUGIN_ID = "ray"
 STATE_VERSION = 1
+MAX_FRESH_STARTS = 20
+MAX_BACK_OFF = 10.0
 log = logging.getLogger(__name__)
 
 
@@ -64,14 +66,32 @@ class RayPlugin:
         if waiting is not None:
             return Transition.to(waiting)
         jobs = self._jobs.setdefault(address, RayJobs(address))
-        sid = submission_id(ctx)
         try:
-            job = await jobs.find(sid)
+            sid, job = await self._current_job(ctx, jobs, state)
             if job is None:
-                return Transition.to(await self._submit(ctx, config, jobs, python, state))
-            return Transition.to(await self._observe(ctx, config, jobs, job, state))
+                return Transition.to(await self._submit(ctx, config, jobs, python, state, sid))
+            return Transition.to(await self._observe(ctx, config, jobs, sid, job, state))
         except RayClusterError as exc:
             return Transition.to(self._poll_failed(ctx, config, state, exc))
+
+    @staticmethod
+    async def _current_job(
+        ctx: TaskExecutionContext, jobs: RayJobs, state: dict[str, Any]
+    ) -> tuple[str, JobView | None]:
+        """The attempt's submission id and job (None: not submitted). The id its state names,
+        else the first of its ids whose job the cluster does not know or has not stopped: an
+        attempt the engine starts afresh (its state forgotten, its job stopped) goes on under
+        the next id, and one whose engine died before its state was written finds its job."""
+        named = state.get("submission_id")
+        if named:
+            return named, await jobs.find(named)
+        base = submission_id(ctx)
+        for restart in range(MAX_FRESH_STARTS):
+            sid = f"{base}-r{restart}" if restart else base
+            job = await jobs.find(sid)
+            if job is None or job.status != "STOPPED":
+                break
+        return sid, job
 
     def _state(self, ctx: TaskExecutionContext) -> dict[str, Any]:
         state = ctx.state_reader.get() or {}
@@ -128,8 +148,8 @@ class RayPlugin:
         jobs: RayJobs,
         python: str,
         state: dict[str, Any],
+        sid: str,
     ) -> PhaseInfo:
-        sid = submission_id(ctx)
         if state.get("submitted"):
             return PhaseInfo.system_retryable_failure(
                 "RayJobLost", f"Ray job {sid} is no longer known to the cluster at {jobs.address}"
@@ -142,14 +162,15 @@ class RayPlugin:
             f"{shlex.quote(python)} -m sluice.plugins.ray.runner",
             **_job_options(ctx, config, payload),
         )
-        ctx.state_writer.put(STATE_VERSION, self._new_state(config, jobs.address))
+        ctx.state_writer.put(STATE_VERSION, self._new_state(config, jobs.address, sid))
         self._poll_later(ctx, sid, config.poll_interval)
         again = " (again: the engine that ran it is gone)" if state.get("resubmitted") else ""
         return PhaseInfo.queued(0, f"Ray job {sid} submitted to {jobs.address}{again}")
 
-    def _new_state(self, config: RayJobConfig, address: str) -> dict[str, Any]:
+    def _new_state(self, config: RayJobConfig, address: str, sid: str) -> dict[str, Any]:
         owned = not (config.address or self._config.address)
-        state: dict[str, Any] = {"address": address, "submitted": True, "log_offset": 0}
+        state: dict[str, Any] = {"address": address, "submission_id": sid, "submitted": True}
+        state["log_offset"] = 0
         return state | ({"owner": self._instance} if owned else {})
 
     async def _observe(
@@ -157,10 +178,10 @@ class RayPlugin:
         ctx: TaskExecutionContext,
         config: RayJobConfig,
         jobs: RayJobs,
+        sid: str,
         job: JobView,
         state: dict[str, Any],
     ) -> PhaseInfo:
-        sid = submission_id(ctx)
         logs = "" if job.status == "PENDING" else await jobs.logs(sid)
         offset = state.get("log_offset", 0)
         offset = forward_new_lines(ctx.log_writer, logs, offset, job.is_terminal)
@@ -181,13 +202,18 @@ class RayPlugin:
         state: dict[str, Any],
         exc: RayClusterError,
     ) -> PhaseInfo:
+        """Try again after a back-off (a cluster just started may not take jobs yet; a busy
+        one may time out), up to `max_poll_failures` calls in a row."""
         failures = int(state.get("poll_failures", 0)) + 1
-        if failures >= self._config.max_poll_failures or not state.get("submitted"):
+        if failures >= self._config.max_poll_failures:
             return PhaseInfo.system_retryable_failure("RayClusterUnreachable", str(exc))
         ctx.state_writer.put(STATE_VERSION, {**state, "poll_failures": failures})
-        self._poll_later(ctx, submission_id(ctx), config.poll_interval)
-        reason = f"{exc} ({failures}/{self._config.max_poll_failures} failed polls)"
-        return PhaseInfo.running(failures, reason)
+        delay = min(MAX_BACK_OFF, config.poll_interval * 2**failures)
+        self._poll_later(ctx, _named_id(ctx, state), delay)
+        reason = f"{exc} ({failures}/{self._config.max_poll_failures} failed calls)"
+        if state.get("submitted"):
+            return PhaseInfo.running(failures, reason)
+        return PhaseInfo.initializing(failures, reason)
 
     def _poll_later(self, ctx: TaskExecutionContext, sid: str, delay: float) -> None:
         previous = self._timers.pop(sid, None)
@@ -199,12 +225,11 @@ class RayPlugin:
         await self._stop_job(ctx)
 
     async def finalize(self, ctx: TaskExecutionContext) -> None:
-        sid = submission_id(ctx)
-        timer = self._timers.pop(sid, None)
+        timer = self._timers.pop(_named_id(ctx, self._state(ctx)), None)
         if timer is not None:
             timer.cancel()
         await self._stop_job(ctx)  # a job left running by a failed poll or a timeout
-        cluster = self._clusters.pop(sid, None)  # one started for this job alone
+        cluster = self._clusters.pop(submission_id(ctx), None)  # one started for this job alone
         if cluster is not None:
             await asyncio.to_thread(cluster.stop)
 
@@ -213,10 +238,11 @@ class RayPlugin:
         address = state.get("address")
         if not address:
             return
+        sid = _named_id(ctx, state)
         try:
-            await self._jobs.setdefault(address, RayJobs(address)).stop(submission_id(ctx))
+            await self._jobs.setdefault(address, RayJobs(address)).stop(sid)
         except RayClusterError as exc:
-            log.warning("could not stop Ray job %s: %s", submission_id(ctx), exc)
+            log.warning("could not stop Ray job %s: %s", sid, exc)
 
     async def close(self) -> None:
         for timer in self._timers.values():
@@ -226,6 +252,10 @@ class RayPlugin:
         await asyncio.gather(*self._starting.values(), return_exceptions=True)
         clusters, self._clusters = list(self._clusters.values()), {}
         await asyncio.gather(*(asyncio.to_thread(c.stop) for c in clusters))
+
+
+def _named_id(ctx: TaskExecutionContext, state: dict[str, Any]) -> str:
+    return str(state.get("submission_id") or submission_id(ctx))
 
 
 def _job_options(
