@@ -128,6 +128,28 @@ async def test_a_run_shows_its_nodes_attempts_and_events(
     assert "nowhere" in missing.json()["detail"]
 
 
+async def test_a_runs_task_logs_by_execution_and_by_node_page(
+    store: Sluice, api: httpx.AsyncClient
+) -> None:
+    done = await store.run_to_end(RunRequest.of(FLOWS.printing, {"lines": 5}))
+    assert store.runtime.task_logs is not None
+    await store.runtime.task_logs.flush()
+    merged = _ok(await api.get(f"/api/v1/executions/{done.id[:10]}/logs"))
+    assert [(x["node"], x["text"]) for x in merged] == [("printer", f"line {i}") for i in range(5)]
+    assert merged[0]["attempt"] == 1 and merged[0]["stream"] == "stdout"
+    base = f"/api/v1/executions/{done.id}/nodes/printer/logs"
+    first = _ok(await api.get(base, params={"limit": 3}))
+    assert [x["text"] for x in first["lines"]] == ["line 0", "line 1", "line 2"] and first["more"]
+    rest = _ok(await api.get(base, params={"after": first["after"], "attempt": 1}))
+    assert [x["text"] for x in rest["lines"]] == ["line 3", "line 4"] and not rest["more"]
+    errors = _ok(await api.get(base, params={"stream": "stderr"}))
+    assert errors["lines"] == []
+    bad = await api.get(base, params={"after": "nowhere"})
+    assert bad.status_code in (400, 422) and "nowhere" in bad.text
+    missing = await api.get(f"/api/v1/executions/{done.id}/nodes/nowhere/logs")
+    assert missing.status_code == 404 and "nowhere" in missing.json()["detail"]
+
+
 async def test_launch_plan_versions_activate_and_deactivate(api: httpx.AsyncClient) -> None:
     (version,) = _ok(await api.get("/api/v1/launch-plans/echo_plan"))
     assert version["state"] == "ACTIVE"

@@ -88,6 +88,18 @@ async def _events(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
     _not_found(await c.get(f"/api/v1/executions/{theirs.execution}/events"))
 
 
+@case("GET", "/executions/{execution_id}/logs")
+async def _logs(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.get(f"/api/v1/executions/{theirs.execution}/logs"))
+    _not_found(await c.get(f"/api/v1/executions/{theirs.execution[:12]}/logs"))
+    assert _json(await c.get(f"/api/v1/executions/{mine.execution}/logs")) == []
+
+
+@case("GET", "/executions/{execution_id}/nodes/{node_id}/logs")
+async def _node_logs(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.get(f"/api/v1/executions/{theirs.execution}/nodes/echo/logs"))
+
+
 @case("POST", "/executions/{execution_id}/abort")
 async def _abort(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
     _not_found(await c.post(f"/api/v1/executions/{theirs.execution}/abort"))

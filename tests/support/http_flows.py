@@ -15,6 +15,18 @@ def echoing(text: str = "hi") -> str:
     return echo(text=text)
 
 
+@sluice.task
+def printer(lines: int) -> int:
+    for i in range(lines):
+        print(f"line {i}")
+    return lines
+
+
+@sluice.workflow
+def printing(lines: int = 3) -> int:
+    return printer(lines=lines)
+
+
 plan = sluice.LaunchPlan("echo_plan", echoing)
 waiting = sluice.LaunchPlan(
     "waiting_plan",
