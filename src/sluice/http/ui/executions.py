@@ -149,7 +149,7 @@ async def _log_tail(
     if node is None or read is None or node.phase == "NOT_STARTED":
         return None
     try:
-        lines = await read(execution.id, node.node, attempt=node.attempt)
+        lines = await read(execution.id, node.node, attempt=node.attempt, tail=LOG_TAIL)
     except NotFoundError:  # the attempt has printed nothing yet
         return ""
     return "\n".join(line.text for line in lines[-LOG_TAIL:])
