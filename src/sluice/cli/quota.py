@@ -10,10 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from sluice.cli.common import iso, opened, print_json, run_async
-from sluice.engine.claims import LOCK_PREFIX
 from sluice.errors import InvalidArgumentError, InvalidQuotaError
 from sluice.resources import NamespaceSnapshot
-from sluice.spec.names import check_namespace_name, lock_name_problem
+from sluice.spec.names import LOCK_PREFIX, check_namespace_name, lock_name_problem
 from sluice.spec.values import check_count
 from sluice.store.records import NodeRecord
 
