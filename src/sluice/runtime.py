@@ -13,11 +13,16 @@ from prometheus_client import CollectorRegistry
 
 from sluice.cache import Catalog
 from sluice.clock import Clock, SystemClock
-from sluice.config import Settings
+from sluice.config import CacheConfig, ResourcesConfig, Settings
+from sluice.engine.admission import NodeAdmission
+from sluice.engine.cache_gate import NO_CACHE, CacheGate
+from sluice.engine.claims import NO_CLAIMS, ClaimsGate
 from sluice.engine.context import EnvSecrets
-from sluice.engine.engine import Engine
+from sluice.engine.engine import Engine, EngineParts
+from sluice.engine.executor import ExecutionDriver
 from sluice.engine.metrics import EngineMetrics
-from sluice.engine.services import EngineServices
+from sluice.engine.owned import OwnedExecutions
+from sluice.engine.services import EngineServices, NodeCache, NodeClaims
 from sluice.errors import NotFoundError
 from sluice.executions.launch import check_launch, claim_limits, create_execution, merge_inputs
 from sluice.ids import new_instance_id
@@ -47,6 +52,34 @@ def resolve_target(target: Any) -> tuple[WorkflowSpec, LaunchPlanSpec | None]:
     if isinstance(target, TaskDef):
         return task_workflow(target), None
     raise NotFoundError(f"{target!r} is not a workflow, launch plan or task")
+
+
+def compose_engine(
+    services: EngineServices,
+    store: Store,
+    notifier: Notifier | None,
+    *,
+    only: Iterable[str] | None = None,
+    catalog: Catalog | None = None,
+    cache_config: CacheConfig | None = None,
+    resources: QuotaManager | None = None,
+    resources_config: ResourcesConfig | None = None,
+) -> Engine:
+    """An engine and its parts: admission under the lock rules, the cache gate on `catalog`
+    and the claims gate on `resources` (the no-op gates without them), and the driver."""
+    owned = OwnedExecutions()
+    rules = (resources_config or ResourcesConfig()).lock_rules
+    config, clock = services.config, services.clock
+    admission = NodeAdmission(config, clock, owned.enqueue, owned.find, resources, rules)
+    cache: NodeCache = NO_CACHE
+    if catalog is not None:
+        cache = CacheGate(catalog, cache_config or CacheConfig(), clock, admission.wait_for_cache)
+    claims: NodeClaims = NO_CLAIMS
+    if resources is not None:
+        claims = ClaimsGate(resources, admission.capacity, admission.wait_for_resources, clock)
+    driver = ExecutionDriver(services, admission, store, notifier, cache, claims)
+    parts = EngineParts(owned, admission, driver, claims, catalog, resources)
+    return Engine(services, store, notifier, parts, only=only)
 
 
 class Runtime:
@@ -148,7 +181,7 @@ class Runtime:
             logs=self.open_task_logs(),
         )
         await self.resources.start()  # after plugin load: registered quotas are stored now
-        return Engine(
+        return compose_engine(
             services,
             self.store,
             self.notifier,
