@@ -7,6 +7,7 @@ import sluice
 
 @sluice.task
 def echo(text: str = "hi") -> str:
+    print(f"echo says {text}")  # a line for the log endpoints to read
     return text
 
 
