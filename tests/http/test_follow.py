@@ -49,3 +49,18 @@ async def test_a_running_tasks_log_is_followed_live(sluice: Sluice, tmp_path: Pa
         assert (await running.wait()).phase.value == "SUCCEEDED"
     texts = [json.loads(data)["text"] for name, data in events if name == "line"]
     assert texts == ["chatter started", "chatter done"]
+
+
+async def test_a_follower_does_not_hold_a_stopping_server_up(sluice: Sluice) -> None:
+    """A log followed until a QUEUED execution ends (never: no engine runs here) while the
+    server stops: the server cancels the stream after its grace instead of waiting."""
+    queued = await sluice.runtime.launch(FLOWS.echoing, {})
+    path = f"/api/v1/executions/{queued.id}/logs/follow"
+    serving = http_server(sluice, "127.0.0.1", 0)
+    listening = await serving.__aenter__()
+    async with httpx.AsyncClient(timeout=60) as client:
+        following = client.stream("GET", listening.url + path)
+        stream = await following.__aenter__()
+        assert stream.status_code == 200
+        await serving.__aexit__(None, None, None)  # the stream still open: this returns
+        await following.__aexit__(None, None, None)
