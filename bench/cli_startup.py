@@ -3,8 +3,10 @@ run: `python -c pass`, `sluice --help`, and `sluice run` of a one-task workflow 
 embedded store, in alternating rounds so that load on the machine falls on all three alike.
 
 Prints one JSON line: the median and spread of each, and each median over `python -c pass`.
+With `--baseline-python`, the same two sluice commands also run from another installation
+(say a checkout of an older commit in its own venv), alternating with this one.
 
-    python bench/cli_startup.py [--rounds 7]
+    python bench/cli_startup.py [--rounds 7] [--baseline-python OTHER/.venv/bin/python]
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def _timed(command: list[str], env: dict[str, str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--baseline-python", help="Another installation's interpreter.")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp())
     (work / "one.py").write_text(ONE_TASK)
@@ -53,11 +56,18 @@ def main() -> None:
         "help": [*sluice, "--help"],
         "run_one_task": [*sluice, "run", f"{work}/one.py:one"],
     }
+    if args.baseline_python:
+        other = [args.baseline_python, "-m", "sluice"]
+        commands["baseline_help"] = [*other, "--help"]
+        baseline_env = {**env, "SLUICE_DATABASE_URL": f"sqlite:///{work}/baseline.db"}
+        commands["baseline_run_one_task"] = [*other, "run", f"{work}/one.py:one"]
+        _timed(commands["baseline_run_one_task"], baseline_env)
+    envs = {name: baseline_env if name.startswith("baseline") else env for name in commands}
     _timed(commands["run_one_task"], env)  # creates the store: measured runs find it warm
     seen: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(args.rounds):
         for name, command in commands.items():
-            seen[name].append(_timed(command, env))
+            seen[name].append(_timed(command, envs[name]))
     floor = statistics.median(seen["python_pass"])
     report: dict[str, object] = {"bench": "cli_startup", "rounds": args.rounds}
     for name, times in seen.items():

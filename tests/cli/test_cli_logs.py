@@ -66,6 +66,8 @@ def test_bad_arguments_are_named(tmp_path: Path) -> None:
     assert attempt.returncode == 2 and "got 0" in attempt.stderr
     no_node = sluice("logs", execution, "--attempt", "1", db=db)
     assert no_node.returncode == 2 and "needs a node" in no_node.stderr
+    tail = sluice("logs", execution, "chatty", "--tail", "-1", db=db)
+    assert tail.returncode == 2 and "got -1" in tail.stderr
     missing = sluice("logs", "x1nothing", db=db)
     assert missing.returncode == 2 and "'x1nothing'" in missing.stderr
 

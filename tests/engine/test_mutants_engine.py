@@ -81,7 +81,7 @@ def make_handler(
     clock: FakeClock | None = None, **config: Any
 ) -> tuple[TaskHandler, FakeScheduling]:
     services = SimpleNamespace(
-        config=EngineConfig(**config), clock=clock or FakeClock(NOW), counters=None
+        config=EngineConfig(**config), clock=clock or FakeClock(NOW), counters=None, logs=None
     )
     scheduling = FakeScheduling()
     return TaskHandler(services, scheduling), scheduling  # type: ignore[arg-type]

@@ -45,7 +45,7 @@ def _env(url: str) -> dict[str, str]:
 
 def _start_engine(url: str, stderr: Path) -> subprocess.Popen[str]:
     engine = subprocess.Popen(
-        [sys.executable, "-m", "sluice", "engine"],
+        [sys.executable, "-m", "sluice", "engine", "--log-level", "WARNING"],  # faults only
         env=_env(url),
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -283,7 +283,8 @@ def test_sluice_serve_also_stops_with_exit_4_when_its_sqlite_file_is_removed(
     db = tmp_path / "sluice.db"
     stderr = tmp_path / "serve.err"
     serve = subprocess.Popen(
-        [sys.executable, "-m", "sluice", "serve", "--no-schedules", "--port", "0"],
+        [sys.executable, "-m", "sluice", "serve", "--no-schedules", "--port", "0"]
+        + ["--log-level", "WARNING"],  # the fault's lines only, not the INFO ones
         env=_env(f"sqlite:///{db}"),
         cwd=ROOT,
         stdout=subprocess.PIPE,

@@ -87,6 +87,13 @@ async def test_pages_resume_after_a_position_and_filter_streams(
         if not page.more:
             break
     assert paged == everything
+    last = await reader.tail("ex2", "n", 1, 5)
+    assert [e.line.text for e in last] == [f"a1 line {i}" for i in range(25, 30)]
+    assert [e.line.text for e in await reader.tail("ex2", "n", None, 2, "stderr")] == [
+        "a1 line 24",
+        "a1 line 27",
+    ]
+    assert await reader.tail("ex2", "n", 0, 0) == []
     errors = await reader.page("ex2", "n", 1, stream="stderr", limit=100)
     assert [e.line.text for e in errors.entries] == [f"a1 line {i}" for i in range(0, 30, 3)]
     assert not errors.more

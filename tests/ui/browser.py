@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,11 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SCREENSHOTS = Path(__file__).parent.parent.parent / "docs" / "screenshots"
+SCREENSHOTS = Path(
+    os.environ.get("SLUICE_UI_SCREENSHOTS") or Path(tempfile.gettempdir()) / "sluice-ui-screenshots"
+)
+"""Where the browser tests save their screenshots: `SLUICE_UI_SCREENSHOTS=docs/screenshots`
+refreshes the README's; by default a temporary directory, so a test run leaves git clean."""
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 
@@ -100,6 +105,10 @@ class ConsoleErrors:
         return page
 
 
+def shot_path(name: str) -> str:
+    os.makedirs(SCREENSHOTS, exist_ok=True)
+    return str(SCREENSHOTS / f"{name}.png")
+
+
 async def screenshot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+    await page.screenshot(path=shot_path(name))

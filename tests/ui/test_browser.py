@@ -1,7 +1,7 @@
 """The web UI in Debian's Chromium against a real server and engine: a quota wait and a cache
 wait appear with their reason and position and change live, abort works, pages fit a phone,
-the graph is keyboard reachable, no console errors; screenshots of the main pages go to
-docs/screenshots."""
+the graph is keyboard reachable, no console errors; screenshots of the main pages are saved
+(`SLUICE_UI_SCREENSHOTS=docs/screenshots` refreshes the README's)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ from sluice.service import Sluice
 from ui.browser import (
     DESKTOP,
     PHONE,
-    SCREENSHOTS,
     ConsoleErrors,
     chromium,
     require_browser,
     screenshot,
     serving,
+    shot_path,
 )
 from ui.ui_support import eventually, finished
 
@@ -123,7 +123,7 @@ async def see_the_holders_log_grow(page: Any, url: str, nodes: tuple[str, ...]) 
             log = "document.getElementById('node-log').innerText"
             await page.wait_for_function(f"{log}.includes('still working (10)')", timeout=LIVE)
             await page.wait_for_function(f"{log}.includes('still working (30)')", timeout=LIVE)
-            await page.locator(".node-detail").screenshot(path=str(SCREENSHOTS / "node-log.png"))
+            await page.locator(".node-detail").screenshot(path=shot_path("node-log"))
             await page.goto(url)
             return
     pytest.fail(f"no node of {url} holds the quota")
@@ -136,7 +136,7 @@ async def show_a_quota_wait(page: Any, url: str, nodes: tuple[str, ...]) -> None
         if await page.locator(".quota-wait").count():
             text = await page.locator(".quota-wait").inner_text()
             assert "1/1 in use (held by" in text and "position" in text
-            await page.locator(".node-detail").screenshot(path=str(SCREENSHOTS / "node-wait.png"))
+            await page.locator(".node-detail").screenshot(path=shot_path("node-wait"))
             await page.goto(url)
             return
     pytest.fail(f"no node of {url} shows a quota wait")

@@ -67,3 +67,10 @@ def test_an_attempt_that_waited_is_drawn_as_a_wait_then_a_run() -> None:
 
 def test_no_timeline_before_any_attempt() -> None:
     assert gantt.timeline([node("n", phase="NOT_STARTED")], T0) is None
+
+
+def test_a_big_execution_is_polled_less_often() -> None:
+    from sluice.http.ui.executions import POLL_MAX, poll_seconds
+
+    assert [poll_seconds(n) for n in (0, 1, 100, 101, 500)] == [1, 1, 1, 2, 5]
+    assert poll_seconds(100_000) == POLL_MAX

@@ -48,6 +48,8 @@ async def test_an_execution_page_draws_the_graph_timeline_and_selected_node(
     )  # extract->square_all, extract->total, square_all->total
     assert 'class="bar ph-' in text  # a timeline of attempts
     assert 'data-selected="square_all"' in text and "ui_flows.square_all" in text
+    ended = await client.get(f"/executions/{done}", headers=FRAGMENT)
+    assert ended.status_code == 286  # htmx stops polling a page that no longer changes
 
 
 async def test_a_failed_node_shows_its_error_as_text(
@@ -76,8 +78,9 @@ async def test_a_quota_wait_shows_its_reason_and_position_then_clears(
     url = f"/executions/{record.id}"
 
     async def waiting_line() -> str | None:
-        text = (await client.get(url, headers=FRAGMENT)).text
-        return text if "waiting for warehouse: 1/1 in use" in text else None
+        answer = await client.get(url, headers=FRAGMENT)
+        assert answer.status_code == 200  # polled on while it runs
+        return answer.text if "waiting for warehouse: 1/1 in use" in answer.text else None
 
     text = await eventually(waiting_line, "a node waits for the warehouse quota")
     assert "position 1" in text and "position 2" in text

@@ -21,6 +21,7 @@ from sluice.service.logs import LogLineView
 @click.option(
     "--stream", type=click.Choice(["stdout", "stderr"]), help="Only lines of this stream."
 )
+@click.option("--tail", type=int, metavar="N", help="Only the last N lines.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.pass_context
 @run_async
@@ -31,6 +32,7 @@ async def logs_command(
     attempt: int | None,
     follow: bool,
     stream: str | None,
+    tail: int | None,
     as_json: bool,
 ) -> None:
     """What the tasks of EXECUTION (an id or a unique prefix) printed: every node's lines
@@ -38,11 +40,12 @@ async def logs_command(
     show = _printer(as_json, prefix=node_id is None)
     async with opened(ctx) as service:
         if follow:
-            found = service.follow_logs(execution_id, node_id, attempt=attempt, stream=stream)
-            async for line in found:
+            following = service.follow_logs(execution_id, node_id, attempt=attempt, stream=stream)
+            async for line in following:
                 show(line)
             return
-        for line in await service.logs(execution_id, node_id, attempt=attempt, stream=stream):
+        found = await service.logs(execution_id, node_id, attempt=attempt, stream=stream, tail=tail)
+        for line in found:
             show(line)
 
 

@@ -141,6 +141,23 @@ class LogReader:
             return [e for _, entries in sorted(by_attempt.items()) for e in entries]
         return list(heapq.merge(*by_attempt.values(), key=lambda e: e.line.at))
 
+    async def tail(
+        self,
+        execution_id: str,
+        node_id: str,
+        attempt: int | None,
+        count: int,
+        stream: Stream | None = None,
+    ) -> list[LogEntry]:
+        """The last `count` lines of a node (or one attempt), reading only the segments
+        they are in: a live view of a long log does not read all of it."""
+        found: list[LogEntry] = []
+        for segment in reversed(await self.segments(execution_id, node_id, attempt)):
+            found = [e for e in await self._entries(segment) if _wanted(e, stream)] + found
+            if len(found) >= count:
+                break
+        return found[-count:] if count else []
+
     async def follow(
         self,
         execution_id: str,

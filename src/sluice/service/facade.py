@@ -148,12 +148,16 @@ class Sluice:
         *,
         attempt: int | None = None,
         stream: str | None = None,
+        tail: int | None = None,
     ) -> list[task_logs.LogLineView]:
         """Every stored line of an execution (nodes merged by time), a node (attempt by
-        attempt) or one attempt, optionally of one stream."""
+        attempt) or one attempt, optionally of one stream; only the last `tail` lines if set
+        (for a node, only the segments holding them are read)."""
+        if tail is not None:
+            tail = check_count("tail", tail, InvalidArgumentError, low=0, high=1_000_000)
         found, number = await self._log_target(execution_id, node_id, attempt)
         reader = self.runtime.log_reader()
-        return await task_logs.lines(reader, found, node_id, number, stream)
+        return await task_logs.lines(reader, found, node_id, number, stream, tail)
 
     async def log_page(
         self,

@@ -81,8 +81,14 @@ async def lines(
     node_id: str | None,
     attempt: int | None,
     stream: str | None,
+    tail: int | None = None,
 ) -> list[LogLineView]:
-    found = await reader.lines(execution_id, node_id, attempt, check_stream(stream))
+    wanted = check_stream(stream)
+    if tail is not None and node_id is not None:
+        found = await reader.tail(execution_id, node_id, attempt, tail, wanted)
+    else:
+        found = await reader.lines(execution_id, node_id, attempt, wanted)
+        found = found if tail is None else found[-tail:] if tail else []
     return [view(e) for e in found]
 
 

@@ -14,7 +14,7 @@ from sluice.errors import NotFoundError
 from sluice.http.deps import service
 from sluice.http.ui import csrf, gantt, graph
 from sluice.http.ui.errors import PageRoute, local_path
-from sluice.http.ui.templating import render
+from sluice.http.ui.templating import TERMINAL_PHASES, render
 from sluice.service import Sluice
 from sluice.service import models as m
 from sluice.service.executions import ExecutionFilter, parse_phases
@@ -23,6 +23,11 @@ from sluice.spec.phases import ExecutionPhase
 router = APIRouter(route_class=PageRoute)
 Service = Annotated[Sluice, Depends(service)]
 PAGE_SIZE = 50
+NODES_PER_SECOND = 100
+POLL_MAX = 10
+STOP_POLLING = 286
+"""htmx stops polling on this status (after swapping in the final state): an ended
+execution's page no longer changes."""
 LOG_TAIL = 200
 """Last lines of a node's log shown (re-read at each poll, so the panel follows the log)."""
 
@@ -75,8 +80,16 @@ async def execution_page(
         "quota_waits": await _quota_waits(sluice, found, selected),
         "log": await _log_tail(sluice, found, selected),
         "node_param": node,
+        "poll": poll_seconds(len(found.nodes)),
     }
-    return render(request, "execution", context)
+    ended = found.phase in TERMINAL_PHASES
+    return render(request, "execution", context, status_code=STOP_POLLING if ended else 200)
+
+
+def poll_seconds(nodes: int) -> int:
+    """Every second; a second more per hundred nodes past the first hundred, as a big
+    execution's page costs more to build (up to POLL_MAX)."""
+    return min(1 + max(nodes - 1, 0) // NODES_PER_SECOND, POLL_MAX)
 
 
 @router.post("/executions/{execution_id}/abort", name="ui_abort")

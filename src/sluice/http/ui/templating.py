@@ -101,8 +101,12 @@ TEMPLATES = _environment()
 def render(
     request: Request, page: str, context: dict[str, Any], status_code: int = 200
 ) -> HTMLResponse:
-    """`page`.html, or its live fragment `_page`.html when htmx polls it."""
-    name = f"_{page}.html" if request.headers.get(FRAGMENT_HEADER) else f"{page}.html"
+    """`page`.html, or its live fragment `_page`.html when htmx polls it (`status_code`
+    applies to the fragment only: a whole page is always 200 unless it is an error)."""
+    fragment = bool(request.headers.get(FRAGMENT_HEADER))
+    name = f"_{page}.html" if fragment else f"{page}.html"
+    if not fragment and 200 < status_code < 300:
+        status_code = 200
     token = csrf.token(request)
     response = TEMPLATES.TemplateResponse(
         request, name, {**_page_context(request, page, token), **context}, status_code=status_code
@@ -125,5 +129,6 @@ def _page_context(request: Request, page: str, token: str) -> dict[str, Any]:
         "csrf_token": token,
         "terminal_phases": TERMINAL_PHASES,
         "live": True,
+        "poll": 1,
         "signed_in": TOKEN_COOKIE in request.cookies,
     }
