@@ -88,6 +88,16 @@ async def _events(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
     _not_found(await c.get(f"/api/v1/executions/{theirs.execution}/events"))
 
 
+@case("GET", "/executions/{execution_id}/nodes/{node_id}/logs")
+async def _log_page(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.get(f"/api/v1/executions/{theirs.execution}/nodes/n0/logs"))
+
+
+@case("GET", "/executions/{execution_id}/logs/follow")
+async def _follow(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.get(f"/api/v1/executions/{theirs.execution}/logs/follow"))
+
+
 @case("POST", "/executions/{execution_id}/abort")
 async def _abort(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
     _not_found(await c.post(f"/api/v1/executions/{theirs.execution}/abort"))
