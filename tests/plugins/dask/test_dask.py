@@ -51,6 +51,8 @@ async def test_a_dask_task_result_flows_to_the_next_node(
     rt = await Runtime.open(dask_settings(tmp_path / "s.db", dask_address))
     try:
         result = await run(rt, flows.squares)
+        assert rt.task_logs is not None
+        await rt.task_logs.flush()  # the sink writes at its interval: read what it holds now
         logged = [e.line.text for e in await rt.log_reader().lines(result.record.id)]
     finally:
         await rt.close()
