@@ -67,21 +67,25 @@ class PythonPlugin:
     def pool_job(self, ctx: TaskExecutionContext) -> Job | None:
         return None if self._pool is None else self._pool.get(self._job_id(ctx))
 
-    def _submit(self, ctx: TaskExecutionContext) -> Transition:
+    def payload(self, ctx: TaskExecutionContext) -> dict[str, Any] | PhaseInfo:
+        """The worker's job for this task, or the failure that stops it from being one."""
         source = ctx.task.source
         if source is None:
-            return Transition.to(
-                PhaseInfo.permanent_failure(
-                    "BadTaskSpecification", f"task {ctx.task.name!r} has no python source"
-                )
+            return PhaseInfo.permanent_failure(
+                "BadTaskSpecification", f"task {ctx.task.name!r} has no python source"
             )
-        previous = ctx.state_reader.get()
-        payload = {
+        return {
             "module": source.module,
             "file": source.file,
             "qualname": source.qualname,
             "inputs": dict(ctx.inputs),
         }
+
+    def _submit(self, ctx: TaskExecutionContext) -> Transition:
+        payload = self.payload(ctx)
+        if isinstance(payload, PhaseInfo):
+            return Transition.to(payload)
+        previous = ctx.state_reader.get()
         job = self.pool.submit(
             self._job_id(ctx), payload, on_start=ctx.refresh, on_output=_writer(ctx)
         )
@@ -105,11 +109,14 @@ class PythonPlugin:
         if "outputs" in answer:
             ctx.outputs.put(answer["outputs"])
             return PhaseInfo.success()
-        failure = answer["error"]
+        return self.failure(answer["error"], _tail(job))
+
+    def failure(self, failure: dict[str, Any], stderr_tail: str) -> PhaseInfo:
+        """The phase of a task that raised (`failure` is the worker's answer)."""
         if failure["type"] == "OutputsError":
             return PhaseInfo.permanent_failure("OutputsError", failure["message"])
         message = failure["traceback"] or f"{failure['type']}: {failure['message']}"
-        message = message.rstrip() + _tail(job)
+        message = message.rstrip() + stderr_tail
         return PhaseInfo.retryable_failure(failure["type"], message, ErrorKind.USER)
 
     async def warm_up(self) -> None:
