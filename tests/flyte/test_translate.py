@@ -15,10 +15,10 @@ from sluice.spec.models import ConcurrencyBehavior
 from support.flyte import FLOWS_ROOT
 
 
-def _flows(name: str) -> ModuleType:
+def _flows(name: str, package: str = "flows") -> ModuleType:
     if str(FLOWS_ROOT) not in sys.path:
         sys.path.insert(0, str(FLOWS_ROOT))
-    return importlib.import_module(f"flows.{name}")
+    return importlib.import_module(f"{package}.{name}")
 
 
 def test_types_and_metadata_map_one_to_one() -> None:
@@ -51,7 +51,7 @@ def test_types_and_metadata_map_one_to_one() -> None:
 
 def test_an_unsupported_type_is_refused_naming_the_variable() -> None:
     with pytest.raises(DefinitionError, match=r"takes_a_dataclass'.*input 'point'"):
-        resolve_target(_flows("shapes").takes_a_dataclass)
+        resolve_target(_flows("shapes", "unsupported").takes_a_dataclass)
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ def test_an_unsupported_type_is_refused_naming_the_variable() -> None:
 )
 def test_an_unsupported_node_is_refused_naming_the_node(workflow: str, what: str) -> None:
     with pytest.raises(DefinitionError, match=f"node 'n0' is {what} node, not supported yet"):
-        resolve_target(getattr(_flows("shapes"), workflow))
+        resolve_target(getattr(_flows("shapes", "unsupported"), workflow))
 
 
 def test_constants_defaults_and_promises_become_bindings() -> None:
@@ -89,7 +89,7 @@ def test_a_launch_plan_keeps_its_inputs_schedule_and_policy() -> None:
     _, nightly = resolve_target(shapes.nightly)
     assert nightly is not None and nightly.schedule is not None
     assert nightly.schedule.cron == "0 3 * * *"
-    _, every = resolve_target(chain.every_second)
+    _, every = resolve_target(chain.every_minute)
     assert every is not None and every.schedule is not None and every.concurrency is not None
     assert every.schedule.fixed_rate == 60.0
     assert (every.concurrency.max, every.concurrency.behavior) == (1, ConcurrencyBehavior.SKIP)

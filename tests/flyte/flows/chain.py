@@ -115,9 +115,9 @@ def sleeper(seconds: float = 3.0) -> float:
     return slow(seconds=seconds)
 
 
-every_second = LaunchPlan.get_or_create(
+every_minute = LaunchPlan.get_or_create(
     sleeper,
-    name="every_second",
+    name="every_minute",
     schedule=FixedRate(duration=timedelta(minutes=1)),
     concurrency=ConcurrencyPolicy(max_concurrency=1, behavior=ConcurrencyLimitBehavior.SKIP),
 )

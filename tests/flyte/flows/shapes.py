@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Optional
 
-from flytekit import CronSchedule, LaunchPlan, conditional, map_task, task, workflow
+from flytekit import CronSchedule, LaunchPlan, task, workflow
 from flytekit.types.directory import FlyteDirectory
 from flytekit.types.file import FlyteFile
 
@@ -43,30 +42,9 @@ def typed(
     return n
 
 
-@dataclass
-class Point:
-    x: int
-    y: int
-
-
-@task
-def takes_a_dataclass(point: Point) -> int:
-    return point.x
-
-
 @task
 def inc(x: int) -> int:
     return x + 1
-
-
-@workflow
-def branching(x: int = 1) -> int:
-    return conditional("sign").if_(x > 0).then(inc(x=x)).else_().then(inc(x=0))
-
-
-@workflow
-def mapping(xs: list[int] = [1, 2]) -> list[int]:  # noqa: B006 - flytekit's default
-    return map_task(inc)(x=xs)
 
 
 @workflow
