@@ -9,8 +9,10 @@ from pathlib import Path
 from support.flyte import CHAIN, history, sluice
 
 
-def _run(db: Path, target: str, *args: str, work: Path | None = None) -> tuple[int, dict]:
-    done = sluice(db, "run", f"{CHAIN}:{target}", "--json", *args, work=work)
+def _run(
+    db: Path, target: str, *args: str, work: Path | None = None, cwd: Path | None = None
+) -> tuple[int, dict]:
+    done = sluice(db, "run", f"{CHAIN}:{target}", "--json", *args, work=work, cwd=cwd)
     return done.returncode, json.loads(done.stdout) if done.stdout.strip() else {
         "stderr": done.stderr
     }
@@ -63,3 +65,27 @@ def test_a_flytekit_task_runs_alone(tmp_path: Path) -> None:
     code, found = _run(tmp_path / "s.db", "add", "--input", "a=1", "--input", "b=0.25")
     assert code == 0, found
     assert found["outputs"] == {"o0": 1.25}
+
+
+LONE_MODULE = """
+from flytekit import task, workflow
+
+@task
+def twice(x: int) -> int:
+    return 2 * x
+
+@workflow
+def lone(x: int = 4) -> int:
+    return twice(x=twice(x=x))
+"""
+
+
+def test_a_module_whose_name_is_taken_runs_under_its_private_name(tmp_path: Path) -> None:
+    # A module outside any package, run from its own directory: its stem is importable there,
+    # so sluice loads the file under a private name, which flytekit records in the task's
+    # command line and the worker must load from the file.
+    (tmp_path / "lone.py").write_text(LONE_MODULE)
+    done = sluice(tmp_path / "s.db", "run", "lone.py:lone", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["outputs"] == {"o0": 16}

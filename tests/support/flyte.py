@@ -25,7 +25,7 @@ def env(db: Path, work: Path | None = None, **extra: str) -> dict[str, str]:
 
 
 def sluice(
-    db: Path, *args: str, work: Path | None = None, timeout: float = 240
+    db: Path, *args: str, work: Path | None = None, timeout: float = 240, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "sluice", *args],
@@ -33,7 +33,7 @@ def sluice(
         capture_output=True,
         text=True,
         timeout=timeout,
-        cwd=db.parent,
+        cwd=cwd or db.parent,
     )
 
 

@@ -27,6 +27,8 @@ class FlyteEntities:
     """The directory the task modules import from ("": each task's own, from `roots`)."""
     roots: dict[str, str] = field(default_factory=dict)
     """Task name -> the directory its module imports from, for tasks serialized here."""
+    files: dict[str, str] = field(default_factory=dict)
+    """Task name -> its module's file, for tasks serialized here."""
 
     def root_of(self, task_name: str) -> str:
         return self.source_root or self.roots.get(task_name, "")
@@ -82,16 +84,17 @@ def serialize(*targets: Any) -> FlyteEntities:
         if to_idl is not None:
             entities.add(to_idl())
         if hasattr(entity, "task_function"):
-            entities.roots[entity.name] = _import_root(entity)
+            entities.roots[entity.name], entities.files[entity.name] = _import_root(entity)
     return entities
 
 
-def _import_root(task: Any) -> str:
+def _import_root(task: Any) -> tuple[str, str]:
     """The directory from which the module flytekit names in the task's command line imports
-    (flytekit names it from its package root, which may differ from how sluice loaded it)."""
+    (flytekit names it from its package root, which may differ from how sluice loaded it),
+    and the module's file."""
     from flytekit.core.tracker import extract_task_module
 
     _, module, _, file = extract_task_module(task)
     path = Path(file).resolve()
     depth = module.count(".") + (2 if path.name == "__init__.py" else 1)
-    return str(path.parents[depth - 1])
+    return str(path.parents[depth - 1]), str(path)

@@ -30,7 +30,8 @@ def resolve_flytekit(target: Any) -> tuple[WorkflowSpec, LaunchPlanSpec | None]:
     if isinstance(target, PythonTask):
         entities = serialize(target)
         template = entities.tasks[target.name].template
-        return task_workflow(task_spec(template, entities.root_of(target.name))), None
+        file = entities.files.get(target.name, "")
+        return task_workflow(task_spec(template, entities.root_of(target.name), file)), None
     raise DefinitionError(
         f"{target!r} is a {type(target).__name__}: sluice runs flytekit tasks, workflows and "
         "launch plans"

@@ -20,7 +20,7 @@ SUPPORTED_TYPES = ("python-task",)
 """Task types sluice runs today; any other fails at translation, naming the task and type."""
 
 
-def task_spec(template: Any, source_root: str = "") -> TaskSpec:
+def task_spec(template: Any, source_root: str = "", module_file: str = "") -> TaskSpec:
     """The sluice task of a flyteidl TaskTemplate; DefinitionError naming what is unsupported."""
     from google.protobuf import json_format
 
@@ -35,7 +35,11 @@ def task_spec(template: Any, source_root: str = "") -> TaskSpec:
         resolver_of(list(template.container.args))
     except ValueError as exc:
         raise DefinitionError(f"{where}: {exc}") from None
-    custom = {"template": json_format.MessageToDict(template), "source_root": source_root}
+    custom = {
+        "template": json_format.MessageToDict(template),
+        "source_root": source_root,
+        "module_file": module_file,
+    }
     draft = TaskSpec(
         name=name,
         version="",

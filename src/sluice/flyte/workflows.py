@@ -67,7 +67,8 @@ def _tasks_of(entities: FlyteEntities, template: Any, where: str) -> dict[str, T
         if task is None:
             raise DefinitionError(f"{where}: node {node.id!r} runs task {task_name!r}, not found")
         if task_name not in found:
-            found[task_name] = task_spec(task.template, entities.root_of(task_name))
+            root, file = entities.root_of(task_name), entities.files.get(task_name, "")
+            found[task_name] = task_spec(task.template, root, file)
     return found
 
 

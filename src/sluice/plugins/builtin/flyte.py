@@ -66,6 +66,7 @@ class FlytePlugin(PythonPlugin):
             "runner": "flyte",
             "template": custom["template"],
             "source_root": custom.get("source_root", ""),
+            "module_file": custom.get("module_file", ""),
             "work_dir": self._data_dir,
             "inputs": dict(ctx.inputs),
         }

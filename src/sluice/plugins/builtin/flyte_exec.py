@@ -7,13 +7,14 @@ written as `inputs.pb`, the task's outputs read back from `outputs.pb`, a failur
 converted with the template's interface at this boundary.
 
 A job is {"id", "runner": "flyte", "template": <TaskTemplate as JSON>, "inputs", "work_dir",
-"source_root"}; the answer is {"id", "outputs"} or {"id", "error": {"type", "message",
-"traceback", "recoverable"}}.
+"source_root", "module_file"}; the answer is {"id", "outputs"} or {"id", "error": {"type",
+"message", "traceback", "recoverable", "user"}}.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import shutil
 import sys
 from pathlib import Path
@@ -48,6 +49,7 @@ def _execute(template: Any, job: dict[str, Any], root: Path) -> dict[str, Any]:
     variables = template.interface.inputs.variables
     inputs.write_bytes(literal_map(job["inputs"], variables).SerializeToString())
     _on_path(job.get("source_root", ""))
+    _preload(dict(zip(args[::2], args[1::2], strict=False)).get("task-module", ""), job)
     out = meta / "out"
     _execute_task(
         inputs=str(inputs),
@@ -71,6 +73,22 @@ def resolver_of(args: list[str]) -> tuple[str, list[str]]:
 def _on_path(source_root: str) -> None:
     if source_root and source_root not in sys.path:
         sys.path.insert(0, source_root)
+
+
+def _preload(module: str, job: dict[str, Any]) -> None:
+    """Load a task module that sluice loaded from a file under a private name (its stem was
+    taken), which no import finds: from its file, under that same name."""
+    from sluice.modules import PRIVATE_PREFIX
+
+    file = job.get("module_file", "")
+    if not module.startswith(PRIVATE_PREFIX) or module in sys.modules or not file:
+        return
+    spec = importlib.util.spec_from_file_location(module, file)
+    if spec is None or spec.loader is None:
+        return  # flytekit's own import then fails, naming the module
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[module] = loaded
+    spec.loader.exec_module(loaded)
 
 
 def _answer(template: Any, out: Path) -> dict[str, Any]:
