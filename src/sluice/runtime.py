@@ -7,6 +7,7 @@ distributed `sluice engine` are the same code with different URLs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -34,13 +35,15 @@ from sluice.plugins.core.plugin import PluginEntry, validate_task
 from sluice.plugins.core.registry import PluginRegistry, discover_entry_points
 from sluice.resources import QuotaManager
 from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
+from sluice.store.database import parse_database_url
 from sluice.store.notify import Notifier
 from sluice.store.records import ExecutionRecord
 from sluice.store.store import Store
 
 
 def resolve_target(target: Any) -> tuple[WorkflowSpec, LaunchPlanSpec | None]:
-    """The workflow (and launch plan) behind a @workflow, a LaunchPlan or a @task."""
+    """The workflow (and launch plan) behind a @workflow, a LaunchPlan or a @task, or behind
+    a flytekit workflow, launch plan or task (translated by sluice.flyte)."""
     from sluice.sdk.launch_plan import LaunchPlan
     from sluice.sdk.task import TaskDef
     from sluice.sdk.workflow import WorkflowDef, task_workflow
@@ -51,6 +54,12 @@ def resolve_target(target: Any) -> tuple[WorkflowSpec, LaunchPlanSpec | None]:
         return target.spec, None
     if isinstance(target, TaskDef):
         return task_workflow(target), None
+    from sluice.flyte import is_flytekit_object
+
+    if is_flytekit_object(target):
+        from sluice.flyte.resolve import resolve_flytekit
+
+        return resolve_flytekit(target)
     raise NotFoundError(f"{target!r} is not a workflow, launch plan or task")
 
 
@@ -120,10 +129,18 @@ class Runtime:
 
     def _plugin_config(self, entry: PluginEntry) -> dict[str, Any]:
         config = dict(self.settings.plugins.config.get(entry.id, {}))
-        if entry.id == "python":
+        if entry.id in ("python", "flyte"):
             config.setdefault("workers", self.settings.engine.workers)
             config.setdefault("instance", self.instance_id)
+        if entry.id == "flyte":
+            config.setdefault("data_dir", str(self.data_dir / "flyte"))
         return config
+
+    @property
+    def data_dir(self) -> Path:
+        """Where task data lives: the SQLite database's directory, or `./.sluice`."""
+        path = parse_database_url(self.settings.database_url).path
+        return (path.parent if path is not None else Path(".sluice")).resolve()
 
     async def load_plugins(self, extra: Iterable[PluginEntry] = ()) -> PluginRegistry:
         if self.registry is not None:
