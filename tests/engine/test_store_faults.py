@@ -282,9 +282,9 @@ def test_sluice_serve_also_stops_with_exit_4_when_its_sqlite_file_is_removed(
 ) -> None:
     db = tmp_path / "sluice.db"
     stderr = tmp_path / "serve.err"
+    command = ["serve", "--no-schedules", "--port", "0", "--log-level", "WARNING"]  # no INFO
     serve = subprocess.Popen(
-        [sys.executable, "-m", "sluice", "serve", "--no-schedules", "--port", "0"]
-        + ["--log-level", "WARNING"],  # the fault's lines only, not the INFO ones
+        [sys.executable, "-m", "sluice", *command],
         env=_env(f"sqlite:///{db}"),
         cwd=ROOT,
         stdout=subprocess.PIPE,

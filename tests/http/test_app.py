@@ -18,6 +18,8 @@ async def test_the_schema_is_openapi_3_1_under_api_v1(client: httpx.AsyncClient)
     assert schema["openapi"].startswith("3.1")
     assert all(path.startswith("/api/v1/") for path in schema["paths"])
     assert "/api/v1/executions" in schema["paths"]
+    assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert schema["security"] == [{"bearer": []}, {}]  # optional: loopback needs none
 
 
 async def test_an_unknown_execution_is_a_404_problem(client: httpx.AsyncClient) -> None:

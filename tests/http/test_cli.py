@@ -3,6 +3,7 @@ loopback without a token, elsewhere only with one."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from sluice.cli.main import cli
+from support.http_world import client_for, open_sluice
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,3 +95,33 @@ def test_a_taken_port_is_one_clear_error(env: dict[str, str], served: str) -> No
     result = sluice(env, "serve", "--port", port)
     assert result.exit_code == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+
+
+def _api_detail(url: str, method: str, path: str) -> str:
+    async def ask() -> str:
+        sluice = await open_sluice(url, "default")
+        try:
+            async with client_for(sluice) as client:
+                return str((await client.request(method, path)).json()["detail"])
+        finally:
+            await sluice.close()
+
+    return asyncio.run(ask())
+
+
+@pytest.mark.parametrize(
+    ("cli_args", "method", "path"),
+    [
+        (["executions", "show", "nope"], "GET", "/api/v1/executions/nope"),
+        (["executions", "abort", "nope"], "POST", "/api/v1/executions/nope/abort"),
+        (["launchplan", "activate", "nothing"], "POST", "/api/v1/launch-plans/nothing/activate"),
+        (["executions", "ls", "--phase", "sleepy"], "GET", "/api/v1/executions?phase=sleepy"),
+    ],
+)
+def test_the_api_says_what_the_cli_says(
+    env: dict[str, str], cli_args: list[str], method: str, path: str
+) -> None:
+    detail = _api_detail(env["SLUICE_DATABASE_URL"], method, path)  # creates the store too
+    result = sluice(env, *cli_args)
+    assert result.exit_code == 2, result.output
+    assert " ".join(result.stderr.split()) == f"error: {detail}"

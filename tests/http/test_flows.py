@@ -4,6 +4,7 @@ and events, abort (at once and waiting), launch plan versions, quotas, caps and 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -186,3 +187,34 @@ async def test_quotas_caps_and_cache(api: httpx.AsyncClient) -> None:
     assert (await api.delete("/api/v1/cache", params={"key": "nope"})).status_code == 404
     for path in ("cache", "reservations", "locks", "plugins", "concurrency/controller"):
         _ok(await api.get(f"/api/v1/{path}"))
+
+
+async def test_a_node_log_by_page_and_followed(store: Sluice, api: httpx.AsyncClient) -> None:
+    done = await store.run_to_end(RunRequest.of(FLOWS.echoing, {"text": "hello"}))
+    await store.runtime.open_task_logs().flush()  # logs are stored in periodic batches
+    (node,) = _ok(await api.get(f"/api/v1/executions/{done.id}/nodes"))
+    path = f"/api/v1/executions/{done.id}/nodes/{node['node']}/logs"
+    page = _ok(await api.get(path))
+    assert "echo says hello" in [line["text"] for line in page["lines"]]
+    first = _ok(await api.get(path, params={"limit": 1}))
+    rest = _ok(await api.get(path, params={"after": first["after"]}))
+    assert first["lines"] + rest["lines"] == page["lines"]
+    followed = await api.get(f"/api/v1/executions/{done.id}/logs/follow")
+    assert followed.headers["content-type"].startswith("text/event-stream")
+    events = _sse(followed.text)
+    assert events[-1] == ("end", "{}")
+    texts = [json.loads(data)["text"] for name, data in events if name == "line"]
+    assert "echo says hello" in texts
+    bad = await api.get(f"/api/v1/executions/{done.id}/logs/follow", params={"node": "nowhere"})
+    ((name, data),) = _sse(bad.text)
+    assert (name, json.loads(data)["status"]) == ("error", 404)
+    assert (await api.get("/api/v1/executions/nope/logs/follow")).status_code == 404
+
+
+def _sse(text: str) -> list[tuple[str, str]]:
+    """(event, data) of each server-sent event."""
+    events = []
+    for block in text.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        events.append((fields["event"], fields["data"]))
+    return events

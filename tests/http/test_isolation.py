@@ -89,15 +89,20 @@ async def _events(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
 
 
 @case("GET", "/executions/{execution_id}/logs")
-async def _logs(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+async def _execution_logs(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
     _not_found(await c.get(f"/api/v1/executions/{theirs.execution}/logs"))
     _not_found(await c.get(f"/api/v1/executions/{theirs.execution[:12]}/logs"))
     assert _json(await c.get(f"/api/v1/executions/{mine.execution}/logs")) == []
 
 
 @case("GET", "/executions/{execution_id}/nodes/{node_id}/logs")
-async def _node_logs(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
-    _not_found(await c.get(f"/api/v1/executions/{theirs.execution}/nodes/echo/logs"))
+async def _log_page(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.get(f"/api/v1/executions/{theirs.execution}/nodes/n0/logs"))
+
+
+@case("GET", "/executions/{execution_id}/logs/follow")
+async def _follow(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.get(f"/api/v1/executions/{theirs.execution}/logs/follow"))
 
 
 @case("POST", "/executions/{execution_id}/abort")

@@ -7,6 +7,7 @@ import sluice
 
 @sluice.task
 def echo(text: str = "hi") -> str:
+    print(f"echo says {text}")  # a line for the log endpoints to read
     return text
 
 
@@ -33,3 +34,24 @@ waiting = sluice.LaunchPlan(
     echoing,
     concurrency=sluice.ConcurrencyPolicy(1, sluice.ConcurrencyBehavior.WAIT),
 )
+
+
+@sluice.task
+def chatter(gate: str) -> str:
+    """Prints, waits until the file `gate` exists, prints again: a log to follow live."""
+    import time
+    from pathlib import Path
+
+    print("chatter started", flush=True)
+    deadline = time.monotonic() + 60
+    while not Path(gate).exists():
+        if time.monotonic() > deadline:  # nobody read the first line while this ran
+            raise RuntimeError(f"{gate} never appeared")
+        time.sleep(0.05)
+    print("chatter done", flush=True)
+    return gate
+
+
+@sluice.workflow
+def chattering(gate: str) -> str:
+    return chatter(gate=gate)

@@ -69,9 +69,21 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 content = response.get("content", {})
                 if int(status) >= 400 and "application/json" in content:
                     content[problems.PROBLEM_JSON] = content.pop("application/json")
+        _document_auth(schema)
         app.openapi_schema = schema
     return app.openapi_schema
 
 
 def _operations(schema: dict[str, Any]) -> list[dict[str, Any]]:
     return [op for path in schema.get("paths", {}).values() for op in path.values()]
+
+
+def _document_auth(schema: dict[str, Any]) -> None:
+    """Bearer tokens, optional: a loopback server answers without one (see auth.py)."""
+    components = schema.setdefault("components", {})
+    components.setdefault("securitySchemes", {})["bearer"] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "`sluice tokens create --project P`; not needed on a loopback server",
+    }
+    schema["security"] = [{"bearer": []}, {}]

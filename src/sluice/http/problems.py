@@ -81,26 +81,36 @@ _TITLES = {
 }
 
 
-def problem(status: int, detail: str, kind: str | None = None) -> JSONResponse:
-    body = Problem(
+def _problem(status: int, detail: str, kind: str | None = None) -> Problem:
+    return Problem(
         type=_TYPES + (kind or str(status)),
         title=_TITLES.get(status, "Error"),
         status=status,
         detail=detail,
     )
+
+
+def problem(status: int, detail: str, kind: str | None = None) -> JSONResponse:
+    body = _problem(status, detail, kind)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(
         body.model_dump(), status_code=status, media_type=PROBLEM_JSON, headers=headers
     )
 
 
-def _known(_: Request, exc: Exception) -> JSONResponse:
+def problem_body(exc: Exception) -> Problem:
+    """The problem an expected error (a SluiceError, Unauthorized, Forbidden) is."""
     for kind, status, name in _STATUS:
         if isinstance(exc, kind):
-            return problem(status, str(exc), name)
-    if isinstance(exc, SluiceError):  # a SluiceError not in the table is a bad request too
-        return problem(422, str(exc), "invalid-argument")
-    return _unexpected(_, exc)
+            return _problem(status, str(exc), name)
+    return _problem(422, str(exc), "invalid-argument")  # any other SluiceError: bad input
+
+
+def _known(_: Request, exc: Exception) -> JSONResponse:
+    if not isinstance(exc, SluiceError | Unauthorized | Forbidden):
+        return _unexpected(_, exc)
+    body = problem_body(exc)
+    return problem(body.status, body.detail, body.type.removeprefix(_TYPES))
 
 
 def _unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -17,6 +17,9 @@ from sluice.http.auth import authorization, is_loopback
 from sluice.service import Sluice
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8080
+SHUTDOWN_GRACE = 3
+"""Seconds a stopping server waits for requests in flight before cancelling them: a client
+following a log of a running execution would otherwise hold `sluice serve` up forever."""
 
 
 class _Server(uvicorn.Server):
@@ -71,7 +74,13 @@ async def http_server(sluice: Sluice, host: str, port: int) -> AsyncIterator[Lis
     but loopback, every request needs a token (see auth.py)."""
     sock = _listen(host, port)
     app = create_app(sluice, authorize=authorization(sluice, bind_host=host))
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+    )
     server = _Server(config)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:

@@ -11,7 +11,7 @@ from sluice.http.problems import ERROR_RESPONSES
 
 def api_router() -> APIRouter:
     router = APIRouter(responses=ERROR_RESPONSES)
-    for module in (health, executions, launch_plans, inventory, logs):
+    for module in (health, executions, logs, launch_plans, inventory):
         router.include_router(module.router)
     return router
 
