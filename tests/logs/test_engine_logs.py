@@ -57,3 +57,16 @@ async def test_a_failed_task_error_carries_its_stderr_tail(
     message = node.error["message"]
     assert message.startswith("last lines of stderr:\nabout to fail\nthe config file is missing\n")
     assert message.splitlines()[-1] == "RuntimeError: cannot go on"  # the one-line summary
+
+
+async def test_a_node_not_started_yet_has_an_empty_log_and_an_unknown_node_is_named(
+    runtime: Runtime, flows: ModuleType
+) -> None:
+    from sluice.errors import NotFoundError
+    from sluice.service import Sluice
+
+    record = await runtime.launch(flows.chatty_flow, {})  # no engine: its node never starts
+    service = Sluice(runtime)
+    assert await service.logs(record.id, "chatty") == []
+    with pytest.raises(NotFoundError, match=r"'nope'.*chatty"):
+        await service.logs(record.id, "nope")

@@ -5,9 +5,9 @@ by time, and following a log while it is written.
 store's notifier: lines reach the store in flushes (every logs.flush_interval), so a
 notification per flush would only say what the next poll finds, and a poll works the same
 on every backend and across machines. It stops once what it follows has ended (the attempt
-moved on, the node or the execution is terminal), `grace` seconds have passed for the last
-flush to land, and every segment is closed; or `settle` seconds after the end if a writer died
-before closing its segment.
+moved on, the node or the execution is terminal; a node not started yet is waited for),
+`grace` seconds have passed for the last flush to land, and every segment is closed; or
+`settle` seconds after the end if a writer died before closing its segment.
 """
 
 from __future__ import annotations
@@ -207,15 +207,15 @@ class LogReader:
 
     async def _finished(self, execution_id: str, node_id: str | None, attempt: int | None) -> bool:
         async with self._db.read() as conn:
-            if node_id is None:
-                query = sa.select(executions.c.phase).where(executions.c.id == execution_id)
-                phase = (await conn.execute(query)).scalar()
+            query = sa.select(executions.c.phase).where(executions.c.id == execution_id)
+            phase = (await conn.execute(query)).scalar()
+            if phase is None or ExecutionPhase(phase).is_terminal or node_id is None:
                 return phase is None or ExecutionPhase(phase).is_terminal
             table = node_executions
             query = sa.select(table.c.phase, table.c.attempt).where(
                 table.c.execution_id == execution_id, table.c.node_id == node_id
             )
             row = (await conn.execute(query)).first()
-        if row is None:
-            return True
+        if row is None:  # not started yet: followed from its start
+            return False
         return NodePhase(row.phase).is_terminal or (attempt is not None and row.attempt > attempt)

@@ -140,7 +140,7 @@ class Sluice:
     ) -> tuple[str, int | None]:
         async with self.runtime.store.read() as repos:
             record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
-            return record.id, await task_logs.check_target(repos, record.id, node_id, attempt)
+            return record.id, await task_logs.check_target(repos, record, node_id, attempt)
 
     async def logs(
         self,

@@ -11,6 +11,7 @@ from sluice.logs import AttemptKey, LogLine, TaskLogSink
 from sluice.logs.lines import Position, check_stream
 from sluice.logs.reader import LogEntry, LogReader
 from sluice.service.models import View, utc
+from sluice.store.records import ExecutionRecord
 from sluice.store.store import Repos
 
 
@@ -59,19 +60,24 @@ def view(entry: LogEntry) -> LogLineView:
 
 
 async def check_target(
-    repos: Repos, execution_id: str, node_id: str | None, attempt: int | None
+    repos: Repos, record: ExecutionRecord, node_id: str | None, attempt: int | None
 ) -> int | None:
     """The store's attempt number (from 0) for a user's `attempt` (from 1); NotFoundError
-    naming the nodes for an unknown node."""
+    naming the nodes for a node the execution's workflow does not have (one that has not
+    started yet is fine: its log is followed from its start)."""
     if attempt is not None and node_id is None:
         raise InvalidArgumentError(f"--attempt {attempt} needs a node: which node's attempt?")
     if attempt is not None and attempt < 1:
         raise InvalidArgumentError(f"attempt must be 1 or more, got {attempt}")
     if node_id is not None:
-        nodes = [n.node_id for n in await repos.nodes.list(execution_id)]
+        nodes = {n.node_id for n in await repos.nodes.list(record.id)}
+        workflow = await repos.specs.get_workflow(
+            record.project, record.domain, record.workflow_name, record.workflow_version
+        )
+        nodes |= {n.id for n in workflow.nodes} if workflow is not None else set()
         if node_id not in nodes:
-            known = ", ".join(sorted(nodes)) or "none yet"
-            raise NotFoundError(f"execution {execution_id} has no node {node_id!r}; nodes: {known}")
+            known = ", ".join(sorted(nodes)) or "none"
+            raise NotFoundError(f"execution {record.id} has no node {node_id!r}; nodes: {known}")
     return None if attempt is None else attempt - 1
 
 
