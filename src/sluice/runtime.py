@@ -7,17 +7,23 @@ distributed `sluice engine` are the same code with different URLs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from sluice.cache import Catalog
 from sluice.clock import Clock, SystemClock
-from sluice.config import Settings
+from sluice.config import CacheConfig, ResourcesConfig, Settings
+from sluice.engine.admission import NodeAdmission
+from sluice.engine.cache_gate import NO_CACHE, CacheGate
+from sluice.engine.claims import NO_CLAIMS, ClaimsGate
 from sluice.engine.context import EnvSecrets
-from sluice.engine.engine import Engine
+from sluice.engine.engine import Engine, EngineParts
+from sluice.engine.executor import ExecutionDriver
 from sluice.engine.metrics import EngineMetrics
-from sluice.engine.services import EngineServices
+from sluice.engine.owned import OwnedExecutions
+from sluice.engine.services import EngineServices, NodeCache, NodeClaims
 from sluice.errors import NotFoundError
 from sluice.executions.launch import check_launch, claim_limits, create_execution, merge_inputs
 from sluice.ids import new_instance_id
@@ -29,13 +35,15 @@ from sluice.plugins.core.plugin import PluginEntry, validate_task
 from sluice.plugins.core.registry import PluginRegistry, discover_entry_points
 from sluice.resources import QuotaManager
 from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
+from sluice.store.database import parse_database_url
 from sluice.store.notify import Notifier
 from sluice.store.records import ExecutionRecord
 from sluice.store.store import Store
 
 
 def resolve_target(target: Any) -> tuple[WorkflowSpec, LaunchPlanSpec | None]:
-    """The workflow (and launch plan) behind a @workflow, a LaunchPlan or a @task."""
+    """The workflow (and launch plan) behind a @workflow, a LaunchPlan or a @task, or behind
+    a flytekit workflow, launch plan or task (translated by sluice.flyte)."""
     from sluice.sdk.launch_plan import LaunchPlan
     from sluice.sdk.task import TaskDef
     from sluice.sdk.workflow import WorkflowDef, task_workflow
@@ -46,7 +54,41 @@ def resolve_target(target: Any) -> tuple[WorkflowSpec, LaunchPlanSpec | None]:
         return target.spec, None
     if isinstance(target, TaskDef):
         return task_workflow(target), None
+    from sluice.flyte import is_flytekit_object
+
+    if is_flytekit_object(target):
+        from sluice.flyte.resolve import resolve_flytekit
+
+        return resolve_flytekit(target)
     raise NotFoundError(f"{target!r} is not a workflow, launch plan or task")
+
+
+def compose_engine(
+    services: EngineServices,
+    store: Store,
+    notifier: Notifier | None,
+    *,
+    only: Iterable[str] | None = None,
+    catalog: Catalog | None = None,
+    cache_config: CacheConfig | None = None,
+    resources: QuotaManager | None = None,
+    resources_config: ResourcesConfig | None = None,
+) -> Engine:
+    """An engine and its parts: admission under the lock rules, the cache gate on `catalog`
+    and the claims gate on `resources` (the no-op gates without them), and the driver."""
+    owned = OwnedExecutions()
+    rules = (resources_config or ResourcesConfig()).lock_rules
+    config, clock = services.config, services.clock
+    admission = NodeAdmission(config, clock, owned.enqueue, owned.find, resources, rules)
+    cache: NodeCache = NO_CACHE
+    if catalog is not None:
+        cache = CacheGate(catalog, cache_config or CacheConfig(), clock, admission.wait_for_cache)
+    claims: NodeClaims = NO_CLAIMS
+    if resources is not None:
+        claims = ClaimsGate(resources, admission.capacity, admission.wait_for_resources, clock)
+    driver = ExecutionDriver(services, admission, store, notifier, cache, claims)
+    parts = EngineParts(owned, admission, driver, claims, catalog, resources)
+    return Engine(services, store, notifier, parts, only=only)
 
 
 class Runtime:
@@ -87,10 +129,18 @@ class Runtime:
 
     def _plugin_config(self, entry: PluginEntry) -> dict[str, Any]:
         config = dict(self.settings.plugins.config.get(entry.id, {}))
-        if entry.id == "python":
+        if entry.id in ("python", "flyte"):
             config.setdefault("workers", self.settings.engine.workers)
             config.setdefault("instance", self.instance_id)
+        if entry.id == "flyte":
+            config.setdefault("data_dir", str(self.data_dir / "flyte"))
         return config
+
+    @property
+    def data_dir(self) -> Path:
+        """Where task data lives: the SQLite database's directory, or `./.sluice`."""
+        path = parse_database_url(self.settings.database_url).path
+        return (path.parent if path is not None else Path(".sluice")).resolve()
 
     async def load_plugins(self, extra: Iterable[PluginEntry] = ()) -> PluginRegistry:
         if self.registry is not None:
@@ -148,7 +198,7 @@ class Runtime:
             logs=self.open_task_logs(),
         )
         await self.resources.start()  # after plugin load: registered quotas are stored now
-        return Engine(
+        return compose_engine(
             services,
             self.store,
             self.notifier,
@@ -185,6 +235,23 @@ class Runtime:
     ) -> ExecutionRecord:
         workflow, launch_plan = resolve_target(target)
         await self.check_tasks(workflow, options)
+        return await self.launch_spec(
+            workflow, launch_plan, inputs, project=project, domain=domain, options=options
+        )
+
+    async def launch_spec(
+        self,
+        workflow: WorkflowSpec,
+        launch_plan: LaunchPlanSpec | None,
+        inputs: Mapping[str, Any],
+        *,
+        project: str | None = None,
+        domain: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> ExecutionRecord:
+        """Create an execution of `workflow` (through `launch_plan`, if any): QUEUED, or
+        PENDING when a policy or cap governs it; refused before anything is written if it
+        could never run."""
         record = await create_execution(
             self.store,
             self.notifier,

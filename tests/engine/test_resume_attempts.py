@@ -26,7 +26,7 @@ from sluice.plugins.core.context import TaskExecutionContext
 from sluice.plugins.core.phase import Phase, PhaseInfo, Transition
 from sluice.plugins.core.plugin import PluginEntry, PluginProperties
 from sluice.resources import Claim, Holder
-from sluice.runtime import Runtime
+from sluice.runtime import Runtime, compose_engine
 from sluice.spec.phases import CacheStatus, ExecutionPhase, NodePhase, ReservationStatus
 from support.engine import outcome
 
@@ -134,7 +134,7 @@ async def new_engine(rt: Runtime, engine_id: str, only: list[str]) -> Engine:
         engine_id=engine_id,
     )
     await rt.resources.start()
-    return Engine(
+    return compose_engine(
         services,
         rt.store,
         None,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sluice.cache import cache_key
-from sluice.engine.claims import lock_names
+from sluice.locks.names import lock_names
 from sluice.plugins.core import (
     PhaseInfo,
     PluginEntry,

@@ -9,9 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from sluice.cli.common import iso, opened, print_json, run_async
-from sluice.errors import DefinitionError
-from sluice.sdk.launch_plan import LaunchPlan
 from sluice.sdk.loader import load_target
+from sluice.service.facade import launch_plan_of
 
 
 @click.group("launchplan")
@@ -26,11 +25,10 @@ def launchplan() -> None:
 @click.pass_context
 @run_async
 async def register(ctx: click.Context, target: str, activate: bool, as_json: bool) -> None:
-    """Register the launch plan TARGET (path/to/file.py:name) as a version of its name."""
+    """Register the launch plan TARGET (path/to/file.py:name, a sluice or a flytekit launch
+    plan) as a version of its name."""
     plan = load_target(target)
-    if not isinstance(plan, LaunchPlan):
-        raise DefinitionError(f"{target!r} is a {type(plan).__name__}, not a LaunchPlan")
-    plan.spec  # a bad policy or schedule raises here, before the store opens  # noqa: B018
+    launch_plan_of(plan)  # not a launch plan, a bad policy or schedule: raises before the store
     async with opened(ctx) as service:
         registered = await service.register_launch_plan(plan, activate=activate)
     if as_json:

@@ -86,6 +86,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "ui_command",
         "Serve the web UI and API over this machine's store.",
     ),
+    "flyte": (
+        "sluice.cli.flyte",
+        "flyte",
+        "Flyte projects: import `pyflyte package` output.",
+    ),
     "tokens": (
         "sluice.cli.tokens",
         "tokens",

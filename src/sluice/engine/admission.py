@@ -13,10 +13,13 @@ from typing import Any
 
 from sluice.clock import Clock
 from sluice.config import EngineConfig
-from sluice.engine.claims import LOCK_PREFIX, RecordingResourceManager, lock_capacity
-from sluice.engine.state import NodeState
+from sluice.engine import lifecycle
+from sluice.engine.holdings import NodeHoldings
+from sluice.engine.state import NodeState, node_holder
+from sluice.locks.names import lock_capacity
 from sluice.locks.scheduler import LockScheduler, LockTask, WaitInfo
-from sluice.resources import Holder, NoopResourceManager, QuotaManager, ResourceManager
+from sluice.resources import NoopResourceManager, QuotaManager, ResourceManager
+from sluice.spec.names import LOCK_PREFIX
 from sluice.store.notify import WAKE_ALL
 
 Enqueue = Callable[[str, Iterable[str]], None]
@@ -173,8 +176,7 @@ class NodeAdmission:
         if found is None:
             self.scheduler.cancel(chosen)
             return
-        node = found[1]
-        node.admitted, node.queued = True, False
+        lifecycle.take_slot(found[1])
         self._enqueue(execution_id, [node_id])
 
     def waiting(self) -> list[WaitInfo]:
@@ -196,11 +198,9 @@ class NodeAdmission:
         if self.resources is None or found is None:
             return NoopResourceManager()
         ex, node = found
-        rec = ex.record
-        holder = Holder(rec.project, rec.domain, rec.id, node_id, node.task.metadata.priority)
-        proxy = self.resources.for_task(plugin_id, holder)
+        holder = node_holder(ex, node, node.task.metadata.priority)
 
         def refused(namespace: str, token: str) -> None:
             self.wait_for_resources([namespace], execution_id, node_id, token)
 
-        return RecordingResourceManager(proxy, node, ex, refused)
+        return self.resources.for_task(plugin_id, holder, NodeHoldings(ex, node), refused)

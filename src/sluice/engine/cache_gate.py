@@ -25,6 +25,7 @@ from collections.abc import Callable
 from sluice.cache import CacheEntry, CacheSource, Catalog, cache_key
 from sluice.clock import Clock
 from sluice.config import CacheConfig
+from sluice.engine import lifecycle
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import SluiceError
 from sluice.faults import crash_point
@@ -111,12 +112,12 @@ class CacheGate:
                 await self.release(ex, node)
                 return hit
             rec.reservation_status = ReservationStatus.ACQUIRED
-            node.heartbeat_at = now + held.heartbeat_interval
+            lifecycle.arm_heartbeat(node, now + held.heartbeat_interval)
             self._waited(node)
             crash_point("engine.after_reserve")
             return None
         rec.reservation_status = ReservationStatus.EXISTS
-        node.waiting_since = node.waiting_since or now
+        lifecycle.start_waiting(node, now)
         self._wait_for(self._key(ex, node), ex.id, node.id, held.expires_at)
         expires_in = max(0.0, held.expires_at - now)
         return PhaseInfo.waiting_for_cache(
@@ -126,9 +127,9 @@ class CacheGate:
         )
 
     def _waited(self, node: NodeState) -> None:
-        if node.waiting_since is not None:
-            self.catalog.observe_reservation_wait(self.clock.now() - node.waiting_since)
-            node.waiting_since = None
+        waited = lifecycle.stop_waiting(node, self.clock.now())
+        if waited is not None:
+            self.catalog.observe_reservation_wait(waited)
 
     async def reverify(self, ex: ExecutionState, node: NodeState) -> str | None:
         """None when the in-flight attempt may run on: it holds no reservation, or the one its
@@ -142,10 +143,10 @@ class CacheGate:
             self._key(ex, node), owner, self.config.heartbeat_interval
         )
         if held.owner_id == owner:
-            node.heartbeat_at = self.clock.now() + held.heartbeat_interval
+            lifecycle.arm_heartbeat(node, self.clock.now() + held.heartbeat_interval)
             return None
         rec.reservation_status = ReservationStatus.EXISTS
-        node.heartbeat_at = None
+        lifecycle.disarm_heartbeat(node)
         return f"its cache reservation was taken over by {held.owner_id}"
 
     async def heartbeat(self, ex: ExecutionState, node: NodeState) -> float | None:
@@ -164,16 +165,14 @@ class CacheGate:
             )
         except SluiceError as exc:
             log.warning("extending the reservation of %s/%s failed: %s", ex.id, node.id, exc)
-            node.heartbeat_at = now + 1.0
-            return node.heartbeat_at
+            return lifecycle.arm_heartbeat(node, now + 1.0)
         if held.owner_id != owner:
             # Taken over after an expiry: keep driving this task to its end (never drop it).
             log.warning("%s/%s lost its reservation to %s", ex.id, node.id, held.owner_id)
             rec.reservation_status = ReservationStatus.EXISTS
-            node.heartbeat_at = None
+            lifecycle.disarm_heartbeat(node)
             return None
-        node.heartbeat_at = now + held.heartbeat_interval
-        return node.heartbeat_at
+        return lifecycle.arm_heartbeat(node, now + held.heartbeat_interval)
 
     async def after_attempt(self, ex: ExecutionState, node: NodeState, succeeded: bool) -> None:
         """Put the outputs of a successful run, then release the reservation (always)."""
@@ -211,4 +210,26 @@ class CacheGate:
             rec.reservation_status = ReservationStatus.RELEASED
         except SluiceError as exc:
             log.warning("releasing the reservation of %s/%s failed: %s", ex.id, node.id, exc)
-        node.heartbeat_at = None
+        lifecycle.disarm_heartbeat(node)
+
+
+class NoCache:
+    """The cache gate of an engine without a catalog: every node computes, nothing is kept."""
+
+    async def before_launch(self, ex: ExecutionState, node: NodeState) -> PhaseInfo | None:
+        return None
+
+    async def reverify(self, ex: ExecutionState, node: NodeState) -> str | None:
+        return None
+
+    async def heartbeat(self, ex: ExecutionState, node: NodeState) -> float | None:
+        return None
+
+    async def after_attempt(self, ex: ExecutionState, node: NodeState, succeeded: bool) -> None:
+        return None
+
+    async def release(self, ex: ExecutionState, node: NodeState) -> None:
+        return None
+
+
+NO_CACHE = NoCache()

@@ -24,92 +24,27 @@ Rules:
 from __future__ import annotations
 
 import contextlib
-import fnmatch
-import string
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sluice.clock import Clock
-from sluice.engine.state import ExecutionState, NodeState
+from sluice.engine.holdings import NodeHoldings, held_tokens
+from sluice.engine.state import ExecutionState, NodeState, node_holder
 from sluice.errors import DefinitionError, InputError, NotFoundError, SluiceError
 from sluice.faults import crash_point
-from sluice.modules import load_module, resolve_attribute
+from sluice.locks.names import lock_names
 from sluice.plugins.core.phase import PhaseInfo
 from sluice.resources import (
-    AllocationStatus,
     Claim,
     Holder,
     QuotaManager,
-    ResourceConstraintsSpec,
-    ResourceManager,
     compose_token,
 )
-from sluice.spec.models import LockSpec, TaskSpec
+from sluice.spec.names import LOCK_PREFIX
 from sluice.store.records import EventRecord
 
-LOCK_PREFIX = "lock:"
 WaitOn = Callable[[Sequence[str], str, str, str | None], None]
 """Re-evaluate (execution id, node id) when room may appear in one of these namespaces."""
-
-
-def lock_capacity(rules: Mapping[str, int]) -> Callable[[str], int]:
-    """Capacity of a lock name: the first glob rule (config order) that matches, else 1."""
-    compiled = [(pattern, capacity) for pattern, capacity in rules.items()]
-
-    def capacity(name: str) -> int:
-        for pattern, value in compiled:
-            if fnmatch.fnmatchcase(name, pattern):
-                return value
-        return 1
-
-    return capacity
-
-
-def lock_names(task: TaskSpec, inputs: Mapping[str, Any]) -> frozenset[str]:
-    """The lock names a task needs with these inputs; DefinitionError names the bad spec."""
-    names: set[str] = set()
-    for spec in task.claims.locks:
-        names.update(_names_of(spec, task, inputs))
-    if any(not isinstance(n, str) or not n for n in names):
-        raise DefinitionError(f"task {task.name!r}: lock names must be non-empty strings")
-    return frozenset(names)
-
-
-def _names_of(spec: LockSpec, task: TaskSpec, inputs: Mapping[str, Any]) -> list[str]:
-    where = f"task {task.name!r} locks"
-    if spec.function:
-        return _call_lock_function(spec.function, task, inputs, where)
-    values = dict(inputs)
-    try:
-        if not spec.for_each:
-            return [spec.template.format_map(values)]
-        items = inputs[spec.for_each]
-        if not isinstance(items, list):
-            raise DefinitionError(f"{where}: for_each input {spec.for_each!r} is not a list")
-        return [spec.template.format_map({**values, "item": item}) for item in items]
-    except (KeyError, IndexError, ValueError) as exc:
-        fields = [f for _, f, _, _ in string.Formatter().parse(spec.template) if f]
-        raise DefinitionError(
-            f"{where}: template {spec.template!r} (fields {fields}) cannot be filled: {exc!r}"
-        ) from None
-
-
-def _call_lock_function(
-    ref: str, task: TaskSpec, inputs: Mapping[str, Any], where: str
-) -> list[str]:
-    module, _, qualname = ref.partition(":")
-    source = task.source
-    file = source.file if source is not None and source.module == module else ""
-    try:
-        function = resolve_attribute(load_module(module, file), qualname)
-        names = list(function(dict(inputs)))
-    except NotFoundError as exc:
-        raise DefinitionError(f"{where}: {exc}") from None
-    except Exception as exc:
-        raise DefinitionError(f"{where}: {ref} raised {exc!r}") from None
-    if not all(isinstance(n, str) for n in names):
-        raise DefinitionError(f"{where}: {ref} must return lock names (str), got {names!r}")
-    return names
 
 
 class ClaimsGate:
@@ -127,12 +62,10 @@ class ClaimsGate:
     def token(ex: ExecutionState, node: NodeState) -> str:
         """Stable for the node, so a retry or a restarted engine re-claims idempotently; composed
         as every stored token is (`compose_token`), so two tasks never share one."""
-        rec = ex.record
-        return compose_token(Holder(rec.project, rec.domain, rec.id, node.id), node.id)
+        return compose_token(node_holder(ex, node), node.id)
 
     def holder(self, ex: ExecutionState, node: NodeState) -> Holder:
-        rec = ex.record
-        return Holder(rec.project, rec.domain, rec.id, node.id, node.task.metadata.priority)
+        return node_holder(ex, node, node.task.metadata.priority)
 
     def claims(self, node: NodeState) -> list[Claim]:
         quotas = [Claim(q.namespace, q.units) for q in node.task.claims.quotas]
@@ -162,12 +95,7 @@ class ClaimsGate:
             return PhaseInfo.waiting_for_resources(0, f"resource manager unavailable: {exc}"), None
         if result.granted:
             namespaces = [c.namespace for c in claims]
-            node.record.claims = {
-                **(node.record.claims or {}),
-                "token": self.token(ex, node),
-                "namespaces": namespaces,
-            }
-            ex.mark_changed(node)
+            NodeHoldings(ex, node).claim_granted(self.token(ex, node), namespaces)
             self._event(ex, node, "GRANTED", namespaces)
             crash_point("engine.after_claim")
             return None, None
@@ -210,26 +138,25 @@ class ClaimsGate:
     async def release(self, ex: ExecutionState, node: NodeState) -> None:
         """Give back the task's claims and every token its plugin still holds, and withdraw
         every waiter entry the node left in the manager (a refused claim waits there)."""
-        held = node.record.claims or {}
+        holdings = NodeHoldings(ex, node)
+        held = holdings.stored
         if held:
             crash_point("engine.before_release")
         if held.get("token"):  # logged before the release: the log never overstates holding
             self._event(ex, node, "RELEASED", list(held.get("namespaces", [])))
-        for token, namespaces in [*_held(held), *self._waits(ex, node, held)]:
+        for token, namespaces in [*holdings.held(), *self._waits(ex, node, holdings)]:
             try:
                 await self.manager.release(token, namespaces)
             except SluiceError:
                 continue  # the lease returns the tokens if this release was lost
-        if held:
-            node.record.claims = None
-            ex.mark_changed(node)
+        holdings.clear()
 
     def _waits(
-        self, ex: ExecutionState, node: NodeState, held: Mapping[str, Any]
+        self, ex: ExecutionState, node: NodeState, holdings: NodeHoldings
     ) -> list[tuple[str, list[str]]]:
         """Where the node may still wait in the manager's queues without holding."""
-        waits = [(token, [namespace]) for namespace, token in held.get("plugin_waits", [])]
-        if held.get("token") or not self._declares_claims(node):
+        waits = holdings.plugin_waits()
+        if holdings.stored.get("token") or not self._declares_claims(node):
             return waits
         with contextlib.suppress(SluiceError):
             if node.lock_names is None:
@@ -245,7 +172,7 @@ class ClaimsGate:
         """Extend every lease the node holds; the namespaces (with their tokens) where it no
         longer holds, for the engine to act on."""
         lost: list[str] = []
-        for token, namespaces in _held(claims):
+        for token, namespaces in held_tokens(claims):
             still = await self.manager.renew(token, namespaces)
             lost.extend(f"{ns} ({token})" for ns in namespaces if ns not in still)
         return lost
@@ -255,6 +182,7 @@ class ClaimsGate:
         (its claims allocated again, idempotently; its plugin's tokens renewed); otherwise why
         it must stop. SluiceError when the manager cannot answer (the caller retries)."""
         rec = node.record
+        holdings = NodeHoldings(ex, node)
         if self._declares_claims(node):
             if node.lock_names is None:
                 node.lock_names = lock_names(node.task, rec.inputs or {})
@@ -267,78 +195,29 @@ class ClaimsGate:
                 return f"its claim cannot be granted any more: {exc}"
             if not result.granted:
                 return f"its claim is no longer held: {result.reason()}"
-            namespaces = [c.namespace for c in claims]
-            token = self.token(ex, node)
-            rec.claims = {**(rec.claims or {}), "token": token, "namespaces": namespaces}
-            ex.mark_changed(node)
-        held = rec.claims or {}
-        for namespace, token in held.get("plugin_tokens", []):
+            holdings.claim_granted(self.token(ex, node), [c.namespace for c in claims])
+        for namespace, token in holdings.stored.get("plugin_tokens", []):
             if namespace not in await self.manager.renew(token, [namespace]):
                 return f"its plugin's token {token} no longer holds {namespace}"
         return None
 
 
-def _held(claims: Mapping[str, Any]) -> Iterable[tuple[str, list[str]]]:
-    if claims.get("token"):
-        yield claims["token"], list(claims.get("namespaces", []))
-    for namespace, token in claims.get("plugin_tokens", []):
-        yield token, [namespace]
+class NoClaims:
+    """The claims gate of an engine without a resource manager: nothing is claimed or held."""
+
+    async def acquire(
+        self, ex: ExecutionState, node: NodeState
+    ) -> tuple[PhaseInfo | None, str | None]:
+        return None, None
+
+    async def reverify(self, ex: ExecutionState, node: NodeState) -> str | None:
+        return None
+
+    async def release(self, ex: ExecutionState, node: NodeState) -> None:
+        return None
+
+    async def renew(self, claims: Mapping[str, Any]) -> list[str]:
+        return []
 
 
-class RecordingResourceManager:
-    """The plugin-facing manager, recording what the plugin holds in the node's claims so the
-    engine renews those leases while the task lives and releases them if the plugin does not."""
-
-    def __init__(
-        self,
-        inner: ResourceManager,
-        node: NodeState,
-        ex: ExecutionState,
-        on_refused: Callable[[str, str], None],
-    ) -> None:
-        self._inner = inner
-        self._node = node
-        self._ex = ex
-        self._on_refused = on_refused
-
-    async def allocate_resource(
-        self,
-        namespace: str,
-        token: str,
-        constraints: ResourceConstraintsSpec | None = None,
-        units: int = 1,
-    ) -> AllocationStatus:
-        status = await self._inner.allocate_resource(namespace, token, constraints, units)
-        granted = status is AllocationStatus.GRANTED
-        self._remember(namespace, token, held=granted, waiting=not granted)
-        if not granted:  # wake the task the moment a token it could use is released
-            self._on_refused(*self._qualified(namespace, token))
-        return status
-
-    async def release_resource(self, namespace: str, token: str) -> None:
-        await self._inner.release_resource(namespace, token)
-        self._remember(namespace, token, held=False, waiting=False)
-
-    async def explain(self, namespace: str, token: str) -> str:
-        return await self._inner.explain(namespace, token)
-
-    def _qualified(self, namespace: str, token: str) -> tuple[str, str]:
-        qualify = getattr(self._inner, "qualify", None)
-        if qualify is None:
-            return namespace, token
-        qualified_namespace, qualified_token = qualify(namespace, token)
-        return qualified_namespace, qualified_token
-
-    def _remember(self, namespace: str, token: str, *, held: bool, waiting: bool) -> None:
-        """Held tokens are renewed and released by the engine; refused ones wait in the
-        manager's queues, and the engine withdraws them when the task ends."""
-        pair = list(self._qualified(namespace, token))
-        claims = dict(self._node.record.claims or {})
-        for key, keep in (("plugin_tokens", held), ("plugin_waits", waiting)):
-            pairs = [p for p in claims.get(key, []) if p != pair]
-            if keep:
-                pairs.append(pair)
-            if pairs or key in claims:
-                claims[key] = pairs
-        self._node.record.claims = claims
-        self._ex.mark_changed(self._node)
+NO_CLAIMS = NoClaims()

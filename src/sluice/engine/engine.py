@@ -26,17 +26,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 
 from sluice.cache import Catalog
 from sluice.cancellation import reraise_cancellation, wait_event
-from sluice.config import CacheConfig, ResourcesConfig
+from sluice.engine import lifecycle
 from sluice.engine.admission import NodeAdmission
-from sluice.engine.cache_gate import CacheGate
-from sluice.engine.claims import ClaimsGate
 from sluice.engine.executor import ExecutionDriver, LostOwnership
+from sluice.engine.owned import OwnedExecutions
 from sluice.engine.ownership import Ownership
-from sluice.engine.services import EngineServices
-from sluice.engine.state import ExecutionState, NodeState
+from sluice.engine.services import EngineServices, NodeClaims
+from sluice.engine.state import ExecutionState
 from sluice.errors import SluiceError, StoreGoneError
 from sluice.resources import QuotaManager
 from sluice.spec.phases import ExecutionPhase
@@ -51,56 +51,44 @@ _WATCH_INTERVAL = 0.5
 """Seconds between checks of the store's files (SQLite) and probes during an outage."""
 
 
+@dataclass(frozen=True)
+class EngineParts:
+    """What an engine is made of, composed by the runtime (runtime.compose_engine)."""
+
+    owned: OwnedExecutions
+    admission: NodeAdmission
+    driver: ExecutionDriver
+    claims: NodeClaims
+    catalog: Catalog | None = None
+    """Subscribed to, so a put or release wakes the key's waiters."""
+    resources: QuotaManager | None = None
+    """Subscribed to, and its leases renewed for every live task."""
+
+
 class Engine:
     def __init__(
         self,
         services: EngineServices,
         store: Store,
         notifier: Notifier | None,
+        parts: EngineParts,
         *,
         only: Iterable[str] | None = None,
-        catalog: Catalog | None = None,
-        cache_config: CacheConfig | None = None,
-        resources: QuotaManager | None = None,
-        resources_config: ResourcesConfig | None = None,
     ) -> None:
         self.s = services
         self.store = store
         self.notifier = notifier
         self.only = set(only) if only is not None else None
-        self.catalog = catalog
-        self.resources = resources
-        rules = (resources_config or ResourcesConfig()).lock_rules
-        self.scheduling = NodeAdmission(
-            services.config, services.clock, self.enqueue, self._find, resources, rules
-        )
-        cache = (
-            None
-            if catalog is None
-            else CacheGate(
-                catalog,
-                cache_config or CacheConfig(),
-                services.clock,
-                self.scheduling.wait_for_cache,
-            )
-        )
-        self.claims = (
-            None
-            if resources is None
-            else ClaimsGate(
-                resources,
-                self.scheduling.capacity,
-                self.scheduling.wait_for_resources,
-                services.clock,
-            )
-        )
-        self.driver = ExecutionDriver(
-            services, self.scheduling, store, notifier, cache, self.claims
-        )
+        self.catalog = parts.catalog
+        self.resources = parts.resources
+        self.scheduling = parts.admission
+        self.claims = parts.claims
+        self.driver = parts.driver
         self.ownership = Ownership(services, store, only=self.only)
-        self._executions: dict[str, ExecutionState] = {}
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._queued: set[str] = set()
+        owned = parts.owned
+        self._executions = owned.executions
+        self._queue, self._queued = owned.queue, owned.queued
+        self.enqueue, self._find, self._next = owned.enqueue, owned.find, owned.next
         self._done: dict[str, asyncio.Event] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._unsubscribe: list[Callable[[], None]] = []
@@ -111,9 +99,12 @@ class Engine:
         self.health.gone_timeout = services.config.store_gone_timeout
         self.health.announce = True  # a long-running process: say when the store is lost
         self._fatal = asyncio.Event()
-        if services.counters is not None:
+        self._watch_counts()
+
+    def _watch_counts(self) -> None:
+        if self.s.counters is not None:
             scheduler = self.scheduling.scheduler
-            services.counters.watch(
+            self.s.counters.watch(
                 lambda: scheduler.waiting_count,
                 lambda: scheduler.running_count,
                 lambda: len(self._executions),
@@ -123,31 +114,10 @@ class Engine:
     def engine_id(self) -> str:
         return self.s.engine_id
 
-    def _find(self, execution_id: str, node_id: str) -> tuple[ExecutionState, NodeState] | None:
-        ex = self._executions.get(execution_id)
-        if ex is None or node_id not in ex.nodes:
-            return None
-        return ex, ex.nodes[node_id]
-
     # Queue.
-    def enqueue(self, execution_id: str, node_ids: Iterable[str] | None = None) -> None:
-        ex = self._executions.get(execution_id)
-        if ex is None:
-            return
-        ex.todo.update(
-            node_ids
-            if node_ids is not None
-            else [n.id for n in ex.nodes.values() if not n.record.phase.is_terminal]
-        )
-        if execution_id not in self._queued:
-            self._queued.add(execution_id)
-            self._queue.put_nowait(execution_id)
-
     async def _work(self) -> None:
         while True:
-            execution_id = await self._queue.get()
-            self._queued.discard(execution_id)
-            ex = self._executions.get(execution_id)
+            ex = await self._next()
             if ex is not None:
                 await self._reconcile(ex)
                 self.scheduling.admit()
@@ -248,8 +218,6 @@ class Engine:
         """Extend the leases of every token a live task holds (its claims and its plugin's).
         A token that no longer holds somewhere (its lease lapsed, maybe granted to another)
         gets its attempt re-verified at once: stopped, unless it can be claimed again."""
-        if self.claims is None:
-            return
         for ex in list(self._executions.values()):
             for node in list(ex.nodes.values()):
                 if not node.record.claims or node.record.phase.is_terminal:
@@ -261,7 +229,7 @@ class Engine:
                     continue
                 if lost and node.record.attempt_started_at is not None:
                     log.warning("%s/%s no longer holds %s", ex.id, node.id, ", ".join(lost))
-                    node.verified = False
+                    lifecycle.suspect(node)
                     self.enqueue(ex.id, [node.id])
 
     # Notifications.

@@ -8,10 +8,10 @@ import logging
 
 from sluice.cancellation import reraise_cancellation
 from sluice.engine.bindings import resolve, resolve_inputs
-from sluice.engine.cache_gate import CacheGate
-from sluice.engine.claims import ClaimsGate
+from sluice.engine.cache_gate import NO_CACHE
+from sluice.engine.claims import NO_CLAIMS
 from sluice.engine.handler import TaskHandler
-from sluice.engine.services import EngineServices, NodeAdmission
+from sluice.engine.services import EngineServices, NodeAdmission, NodeCache, NodeClaims
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import InputError
 from sluice.faults import crash_point
@@ -36,8 +36,8 @@ class ExecutionDriver:
         scheduling: NodeAdmission,
         store: Store,
         notifier: Notifier | None,
-        cache: CacheGate | None = None,
-        claims: ClaimsGate | None = None,
+        cache: NodeCache = NO_CACHE,
+        claims: NodeClaims = NO_CLAIMS,
     ) -> None:
         self.s = services
         self.store = store

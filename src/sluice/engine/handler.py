@@ -36,14 +36,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from sluice.engine import lifecycle
 from sluice.engine.bindings import check_outputs
-from sluice.engine.cache_gate import CacheGate
-from sluice.engine.claims import ClaimsGate, lock_names
+from sluice.engine.cache_gate import NO_CACHE
+from sluice.engine.claims import NO_CLAIMS
 from sluice.engine.context import NodeContext, PendingState
-from sluice.engine.services import EngineServices, NodeAdmission
+from sluice.engine.holdings import NodeHoldings
+from sluice.engine.services import EngineServices, NodeAdmission, NodeCache, NodeClaims
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import InputError, PluginNotFoundError, SluiceError
 from sluice.faults import crash_point
+from sluice.locks.names import lock_names
 from sluice.plugins.core.context import TaskExecutionMetadata
 from sluice.plugins.core.phase import ErrorKind, ExecutionError, Phase, PhaseInfo, Transition
 from sluice.plugins.core.plugin import Plugin
@@ -92,8 +95,8 @@ class TaskHandler:
         self,
         services: EngineServices,
         scheduling: NodeAdmission,
-        cache: CacheGate | None = None,
-        claims: ClaimsGate | None = None,
+        cache: NodeCache = NO_CACHE,
+        claims: NodeClaims = NO_CLAIMS,
     ) -> None:
         self.s = services
         self.scheduling = scheduling
@@ -146,11 +149,11 @@ class TaskHandler:
         reservation or claim stops the attempt, and the node starts afresh in this step."""
         lost: tuple[str, str] | None = None
         try:
-            if self.cache is not None and self._caches(ex, node):
+            if self._caches(ex, node):
                 reason = await self.cache.reverify(ex, node)
                 if reason is not None:
                     lost = ("RESERVATION_LOST", reason)
-            if lost is None and self.claims is not None:
+            if lost is None:
                 reason = await self.claims.reverify(ex, node)
                 if reason is not None:
                     lost = ("CLAIMS_LOST", reason)
@@ -160,7 +163,7 @@ class TaskHandler:
             log.warning("cannot re-verify %s/%s yet: %s", ex.id, node.id, exc)
             return False
         if lost is None:
-            node.verified = True
+            lifecycle.verified(node)
             return True
         await self._stop_attempt(ex, node, *lost)
         return True
@@ -184,18 +187,12 @@ class TaskHandler:
                 reason=reason,
             )
         )
-        if node.lock_names:
-            rec.claims = {"locks": sorted(node.lock_names)}
-        rec.plugin_state, rec.plugin_state_version = None, 0
-        rec.task_phase, rec.phase_version = int(Phase.UNDEFINED), 0
-        rec.attempt_started_at, rec.outputs = None, None
-        rec.reason = reason
-        node.heartbeat_at = None
-        node.verified = False
+        NodeHoldings(ex, node).restart(node.lock_names)
+        lifecycle.restart_attempt(node, reason)
         ex.mark_changed(node)
 
     def _caches(self, ex: ExecutionState, node: NodeState) -> bool:
-        if self.cache is None or not node.task.metadata.cache.enabled:
+        if not node.task.metadata.cache.enabled:
             return False
         try:
             return not self.plugin_for(ex, node).properties.disable_node_level_caching
@@ -205,7 +202,7 @@ class TaskHandler:
     async def _held_by_cache(self, ex: ExecutionState, node: NodeState) -> bool:
         """Run the cache gate; True when the node must not go on now: a hit finished it (no
         slot, no quota, no plugin call), or someone else is computing the same outputs."""
-        if self.cache is None or not self._caches(ex, node):
+        if not self._caches(ex, node):
             return False
         info = await self.cache.before_launch(ex, node)
         ex.mark_changed(node)
@@ -215,13 +212,11 @@ class TaskHandler:
         if info.phase is Phase.SUCCESS:
             if node.queued:
                 self.scheduling.release_admission(ex.id, node.id)
-                node.queued = False
+                lifecycle.leave_slot(node)
             self._end(ex, node, NodePhase.SUCCEEDED, self.s.clock.now())
         return True
 
     async def _heartbeat(self, ex: ExecutionState, node: NodeState) -> None:
-        if self.cache is None:
-            return
         due = await self.cache.heartbeat(ex, node)
         if due is not None:
             self.scheduling.wake_at(ex.id, node.id, due)
@@ -233,16 +228,12 @@ class TaskHandler:
             if node.lock_names is None:
                 node.lock_names = lock_names(node.task, node.record.inputs or {})
                 if node.lock_names:  # so `sluice locks ls` can show who waits for what
-                    node.record.claims = {
-                        **(node.record.claims or {}),
-                        "locks": sorted(node.lock_names),
-                    }
-                    ex.mark_changed(node)
-            node.queued = True
+                    NodeHoldings(ex, node).declare_locks(node.lock_names)
+            lifecycle.ask_for_slot(node)
             if self.scheduling.request_admission(
                 ex.id, node.id, ex.record.created_at, node.lock_names
             ):
-                node.admitted, node.queued = True, False
+                lifecycle.take_slot(node)
                 return True
         reason = self.scheduling.admission_reason(ex.id, node.id, node.lock_names or frozenset())
         self.record(ex, node, PhaseInfo.queued(0, reason))
@@ -251,8 +242,6 @@ class TaskHandler:
     async def _held_by_claims(self, ex: ExecutionState, node: NodeState) -> bool:
         """Claim the node's quotas and locks in one allocation; True when refused: the node
         gives its slot back and waits (WAITING_FOR_RESOURCES, with the manager's reason)."""
-        if self.claims is None:
-            return False
         info, busy_lock = await self.claims.acquire(ex, node)
         if info is None:
             return False
@@ -260,16 +249,15 @@ class TaskHandler:
         if info.phase.is_terminal():
             await self._finish_attempt(ex, node, info)
         elif busy_lock is not None:
-            node.admitted, node.queued = False, True
+            lifecycle.wait_for_lock(node)
             self.scheduling.reject(ex.id, node.id, [busy_lock])
         else:
-            node.admitted = node.queued = False
+            lifecycle.leave_slot(node)
             self.scheduling.release_admission(ex.id, node.id)
         return True
 
     def _launch(self, ex: ExecutionState, node: NodeState, now: float) -> None:
-        node.record.attempt_started_at = now
-        node.verified = True  # launched here, on what it was just granted
+        lifecycle.launch(node, now)
         ex.mark_changed(node)
         if node.heartbeat_at is not None:
             self.scheduling.wake_at(ex.id, node.id, node.heartbeat_at)
@@ -491,7 +479,7 @@ class TaskHandler:
         if info.phase.is_failure() and info.cleanup_on_failure:
             await self._call(ex, node, "abort")  # the plugin asks for its remote work to be stopped
         await self.finalize(ex, node)
-        if self.cache is not None and self._caches(ex, node):
+        if self._caches(ex, node):
             await self.cache.after_attempt(ex, node, info.phase is Phase.SUCCESS)
         rec = node.record
         now = self.s.clock.now()
@@ -520,20 +508,13 @@ class TaskHandler:
         delay = min(self.s.config.backoff_max, self.s.config.backoff_base * 2**rec.attempt)
         first_line = (info.error.message if info.error else info.reason).strip().splitlines()
         rec.error = info.error.to_json() if info.error else None
-        rec.attempt += 1
-        rec.plugin_state, rec.plugin_state_version = None, 0
-        rec.task_phase, rec.phase_version = int(Phase.UNDEFINED), 0
-        rec.attempt_started_at, rec.outputs = None, None
-        rec.next_attempt_at = now + delay
-        rec.reason = (
-            f"retrying in {delay:.1f}s after: {first_line[-1] if first_line else 'failure'}"
-        )
+        reason = f"retrying in {delay:.1f}s after: {first_line[-1] if first_line else 'failure'}"
+        lifecycle.schedule_retry(node, now + delay, reason)
         ex.mark_changed(node)
-        self.scheduling.wake_at(ex.id, node.id, rec.next_attempt_at)
+        self.scheduling.wake_at(ex.id, node.id, now + delay)
 
     def _end(self, ex: ExecutionState, node: NodeState, phase: NodePhase, now: float) -> None:
-        node.record.phase = phase
-        node.record.ended_at = now
+        lifecycle.end(node, phase, now)
         ex.mark_changed(node)
 
     async def finalize(self, ex: ExecutionState, node: NodeState) -> None:
@@ -543,11 +524,9 @@ class TaskHandler:
             await self._call(ex, node, "finalize")
         if self.s.logs is not None:  # the attempt's log is flushed and closed in the background
             self.s.logs.end(ex.id, node.id, node.record.attempt)
-        if node.admitted or node.queued:
+        if lifecycle.leave_slot(node):
             self.scheduling.release_admission(ex.id, node.id)
-        node.admitted = node.queued = False
-        if self.claims is not None:
-            await self.claims.release(ex, node)
+        await self.claims.release(ex, node)
 
     @staticmethod
     def _started(node: NodeState) -> bool:
@@ -619,8 +598,7 @@ class TaskHandler:
         if self._started(node):
             await self._call(ex, node, "abort")
         await self.finalize(ex, node)
-        if self.cache is not None:
-            await self.cache.release(ex, node)
+        await self.cache.release(ex, node)
         rec.next_attempt_at = None
         self.record(ex, node, PhaseInfo.aborted(0, reason))
         self._end(ex, node, NodePhase.ABORTED, self.s.clock.now())

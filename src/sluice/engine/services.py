@@ -1,10 +1,12 @@
-"""What the engine's parts share: config, clock, plugins, and the scheduling seam."""
+"""What the engine's parts share: config, clock, plugins, and the seams of the task handler:
+admission (wake-ups, slots, resource proxies), the cache gate and the claims gate. The gates
+are always present; an engine without a catalog or a resource manager gets the no-op ones."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
@@ -12,7 +14,9 @@ from sluice.clock import Clock
 from sluice.config import EngineConfig
 from sluice.engine.context import EnvSecrets
 from sluice.engine.metrics import EngineMetrics
+from sluice.engine.state import ExecutionState, NodeState
 from sluice.logs import TaskLogSink
+from sluice.plugins.core.phase import PhaseInfo
 from sluice.plugins.core.registry import PluginRegistry
 from sluice.resources.models import ResourceManager
 
@@ -46,6 +50,47 @@ class NodeAdmission(Protocol):
     def resource_manager(
         self, plugin_id: str, execution_id: str, node_id: str
     ) -> ResourceManager: ...
+
+
+class NodeCache(Protocol):
+    """The cache in a node's life (cache_gate.CacheGate, or NoCache)."""
+
+    async def before_launch(self, ex: ExecutionState, node: NodeState) -> PhaseInfo | None:
+        """None to go on; SUCCESS for a hit; WAITING_FOR_CACHE while someone else computes."""
+        ...
+
+    async def reverify(self, ex: ExecutionState, node: NodeState) -> str | None:
+        """None when the in-flight attempt may run on; otherwise why it must stop."""
+        ...
+
+    async def heartbeat(self, ex: ExecutionState, node: NodeState) -> float | None:
+        """Extend a held reservation when due; when to do so next, if it is held."""
+        ...
+
+    async def after_attempt(self, ex: ExecutionState, node: NodeState, succeeded: bool) -> None: ...
+
+    async def release(self, ex: ExecutionState, node: NodeState) -> None: ...
+
+
+class NodeClaims(Protocol):
+    """A node's quotas and locks (claims.ClaimsGate, or NoClaims)."""
+
+    async def acquire(
+        self, ex: ExecutionState, node: NodeState
+    ) -> tuple[PhaseInfo | None, str | None]:
+        """(None, None) when the node holds all it claims; else why it waits or fails, and
+        the lock that blocks it, if a lock does."""
+        ...
+
+    async def reverify(self, ex: ExecutionState, node: NodeState) -> str | None:
+        """None when the in-flight attempt still holds its claims; otherwise why it stops."""
+        ...
+
+    async def release(self, ex: ExecutionState, node: NodeState) -> None: ...
+
+    async def renew(self, claims: Mapping[str, Any]) -> list[str]:
+        """Extend every lease in `claims`; where it no longer holds."""
+        ...
 
 
 @dataclass

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.plugins.core.phase import Phase
+from sluice.resources.models import Holder
 from sluice.spec.models import NodeSpec, TaskSpec, WorkflowSpec
 from sluice.spec.phases import NodePhase
 from sluice.spec.validate import dependencies
@@ -92,6 +93,13 @@ class ExecutionState:
 
     def all_terminal(self) -> bool:
         return all(n.record.phase.is_terminal for n in self.nodes.values())
+
+
+def node_holder(ex: ExecutionState, node: NodeState, priority: int = 0) -> Holder:
+    """Who holds what a node claims, and what its plugin claims: the execution's project and
+    domain (where the caps count), the execution and the node."""
+    rec = ex.record
+    return Holder(rec.project, rec.domain, rec.id, node.id, priority)
 
 
 class _SucceededOutputs(Mapping[str, Mapping[str, Any] | None]):

@@ -1,18 +1,21 @@
 """Lock templates read without running anything: which inputs a template needs, whether it
 can ever be filled, and the names it gives for known inputs.
 
-The engine computes lock names when a node starts (engine/claims.py); these checks refuse,
-when a task is defined or launched, a template that could never give a name there.
+The engine computes lock names when a node starts (`lock_names`, called by the task handler
+and the claims gate); the checks refuse, when a task is defined or launched, a template that
+could never give a name there. Capacities come from `resources.lock_rules` globs.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from sluice.spec.models import Interface, LockSpec
+from sluice.errors import DefinitionError, NotFoundError
+from sluice.modules import load_module, resolve_attribute
+from sluice.spec.models import Interface, LockSpec, TaskSpec
 from sluice.spec.names import LOCK_NAME_MAX, lock_name_problem
 
 ITEM = "item"
@@ -99,3 +102,56 @@ def capacity_of(rules: Mapping[str, int], name: str) -> tuple[str | None, int]:
         if fnmatch.fnmatchcase(name, pattern):
             return pattern, capacity
     return None, 1
+
+
+def lock_capacity(rules: Mapping[str, int]) -> Callable[[str], int]:
+    """Capacity of a lock name: the first glob rule (config order) that matches, else 1."""
+    frozen = dict(rules)
+    return lambda name: capacity_of(frozen, name)[1]
+
+
+def lock_names(task: TaskSpec, inputs: Mapping[str, Any]) -> frozenset[str]:
+    """The lock names a task needs with these inputs; DefinitionError names the bad spec."""
+    names: set[str] = set()
+    for spec in task.claims.locks:
+        names.update(_names_of(spec, task, inputs))
+    if any(not isinstance(n, str) or not n for n in names):
+        raise DefinitionError(f"task {task.name!r}: lock names must be non-empty strings")
+    return frozenset(names)
+
+
+def _names_of(spec: LockSpec, task: TaskSpec, inputs: Mapping[str, Any]) -> list[str]:
+    where = f"task {task.name!r} locks"
+    if spec.function:
+        return _call_lock_function(spec.function, task, inputs, where)
+    values = dict(inputs)
+    try:
+        if not spec.for_each:
+            return [spec.template.format_map(values)]
+        items = inputs[spec.for_each]
+        if not isinstance(items, list):
+            raise DefinitionError(f"{where}: for_each input {spec.for_each!r} is not a list")
+        return [spec.template.format_map({**values, "item": item}) for item in items]
+    except (KeyError, IndexError, ValueError) as exc:
+        fields = [f for _, f, _, _ in string.Formatter().parse(spec.template) if f]
+        raise DefinitionError(
+            f"{where}: template {spec.template!r} (fields {fields}) cannot be filled: {exc!r}"
+        ) from None
+
+
+def _call_lock_function(
+    ref: str, task: TaskSpec, inputs: Mapping[str, Any], where: str
+) -> list[str]:
+    module, _, qualname = ref.partition(":")
+    source = task.source
+    file = source.file if source is not None and source.module == module else ""
+    try:
+        function = resolve_attribute(load_module(module, file), qualname)
+        names = list(function(dict(inputs)))
+    except NotFoundError as exc:
+        raise DefinitionError(f"{where}: {exc}") from None
+    except Exception as exc:
+        raise DefinitionError(f"{where}: {ref} raised {exc!r}") from None
+    if not all(isinstance(n, str) for n in names):
+        raise DefinitionError(f"{where}: {ref} must return lock names (str), got {names!r}")
+    return names

@@ -35,7 +35,7 @@ from sluice.resources.models import (
     ResourceManager,
     ResourceRegistrar,
 )
-from sluice.resources.proxy import PluginRegistrar, TaskResourceManager
+from sluice.resources.proxy import PluginHoldings, PluginRegistrar, TaskResourceManager
 from sluice.resources.wakeups import ReadySubscriber, Subscriber, WakeUps
 from sluice.store.database import Database
 from sluice.store.notify import Notifier
@@ -246,11 +246,17 @@ class QuotaManager:
         self._wakeups.forget_lapsed(now)
         return tuple(u.namespace for u in usage)
 
-    def for_task(self, plugin_id: str, holder: Holder) -> ResourceManager:
-        """The plugin-facing manager of one task execution."""
-        return TaskResourceManager(
-            self, check.check_namespace(plugin_id), check.check_holder(holder)
-        )
+    def for_task(
+        self,
+        plugin_id: str,
+        holder: Holder,
+        holdings: PluginHoldings | None = None,
+        on_refused: Callable[[str, str], None] | None = None,
+    ) -> ResourceManager:
+        """The plugin-facing manager of one task execution, recording what the plugin holds
+        in `holdings` and telling `on_refused` of each refusal (see TaskResourceManager)."""
+        plugin, checked = check.check_namespace(plugin_id), check.check_holder(holder)
+        return TaskResourceManager(self, plugin, checked, holdings, on_refused)
 
     # Visibility.
     async def describe(self, namespace: str | None = None) -> list[NamespaceSnapshot]:

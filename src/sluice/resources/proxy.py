@@ -3,7 +3,8 @@ their names (Flyte's resource registrar and resource manager proxies)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from sluice.resources.models import (
     AllocationResult,
@@ -13,9 +14,6 @@ from sluice.resources.models import (
     ResourceConstraintsSpec,
     sub_namespace,
 )
-
-if TYPE_CHECKING:
-    from sluice.resources.manager import QuotaManager
 
 EXECUTION_TOKEN_PREFIX = "ex"
 
@@ -34,10 +32,24 @@ def _escape(part: str) -> str:
     return part.replace("%", "%25").replace(":", "%3A")
 
 
+class QuotaPolicy(Protocol):
+    """What the proxies need of the QuotaManager (manager.py), which builds them."""
+
+    def register_plugin_quota(self, namespace: str, quota: int) -> None: ...
+
+    async def allocate(
+        self, token: str, claims: Sequence[Claim], holder: Holder
+    ) -> AllocationResult: ...
+
+    async def release(self, token: str, namespaces: Sequence[str]) -> None: ...
+
+    async def explain(self, namespace: str, token: str) -> str: ...
+
+
 class PluginRegistrar:
     """A plugin's ResourceRegistrar: its namespaces become `<plugin id>:<namespace>`."""
 
-    def __init__(self, manager: QuotaManager, plugin_id: str) -> None:
+    def __init__(self, manager: QuotaPolicy, plugin_id: str) -> None:
         self._manager = manager
         self._plugin_id = plugin_id
 
@@ -45,15 +57,60 @@ class PluginRegistrar:
         self._manager.register_plugin_quota(sub_namespace(self._plugin_id, namespace), quota)
 
 
+class PluginHoldings(Protocol):
+    """Where a task's plugin tokens are recorded, as stored (namespace, token): the engine
+    renews the held ones while the task lives and gives back, or withdraws, the rest when it
+    ends."""
+
+    def plugin_held(self, namespace: str, token: str) -> None: ...
+
+    def plugin_refused(self, namespace: str, token: str) -> None: ...
+
+    def plugin_released(self, namespace: str, token: str) -> None: ...
+
+
+class HeldInMemory:
+    """PluginHoldings for a proxy used outside the engine: the pairs held, in grant order."""
+
+    def __init__(self) -> None:
+        self.held: dict[tuple[str, str], None] = {}
+
+    def plugin_held(self, namespace: str, token: str) -> None:
+        self.held[(namespace, token)] = None
+
+    def plugin_refused(self, namespace: str, token: str) -> None:
+        self.held.pop((namespace, token), None)
+
+    def plugin_released(self, namespace: str, token: str) -> None:
+        self.held.pop((namespace, token), None)
+
+
+def _ignore(namespace: str, token: str) -> None:
+    return None
+
+
 class TaskResourceManager:
     """The ResourceManager one task's plugin gets: namespaces qualified by the plugin id,
-    tokens by the execution, claims by the task's project and domain."""
+    tokens by the execution, claims by the task's project and domain. What the plugin holds
+    is recorded in `holdings` (the engine's record of the node); `on_refused` hears of each
+    refused (namespace, token), as stored, so the task is woken when room appears."""
 
-    def __init__(self, manager: QuotaManager, plugin_id: str, holder: Holder) -> None:
+    def __init__(
+        self,
+        manager: QuotaPolicy,
+        plugin_id: str,
+        holder: Holder,
+        holdings: PluginHoldings | None = None,
+        on_refused: Callable[[str, str], None] | None = None,
+    ) -> None:
         self._manager = manager
         self._plugin_id = plugin_id
         self._holder = holder
+        self._memory = HeldInMemory()
+        self._holdings: PluginHoldings = self._memory if holdings is None else holdings
+        self._on_refused = on_refused or _ignore
         self._last: dict[tuple[str, str], AllocationResult] = {}
+        """The last answer to each (namespace, token), for `explain`."""
 
     def qualify(self, namespace: str, token: str) -> tuple[str, str]:
         """The namespace and token as stored."""
@@ -61,9 +118,9 @@ class TaskResourceManager:
 
     @property
     def allocations(self) -> tuple[tuple[str, str], ...]:
-        """(namespace, token) pairs, as stored, granted through this proxy and not released:
-        what the engine renews while the task lives."""
-        return tuple(self.qualify(*key) for key, result in self._last.items() if result.granted)
+        """(namespace, token) pairs, as stored, granted through this proxy and not released,
+        when it records them itself (no `holdings` given)."""
+        return tuple(self._memory.held)
 
     async def allocate_resource(
         self,
@@ -76,12 +133,18 @@ class TaskResourceManager:
         claim = Claim(qualified_ns, units, constraints)
         result = await self._manager.allocate(qualified_token, [claim], self._holder)
         self._last[(namespace, token)] = result
+        if result.granted:
+            self._holdings.plugin_held(qualified_ns, qualified_token)
+        else:
+            self._holdings.plugin_refused(qualified_ns, qualified_token)
+            self._on_refused(qualified_ns, qualified_token)
         return result.status
 
     async def release_resource(self, namespace: str, token: str) -> None:
         qualified_ns, qualified_token = self.qualify(namespace, token)
         await self._manager.release(qualified_token, [qualified_ns])
         self._last.pop((namespace, token), None)
+        self._holdings.plugin_released(qualified_ns, qualified_token)
 
     async def explain(self, namespace: str, token: str) -> str:
         last = self._last.get((namespace, token))

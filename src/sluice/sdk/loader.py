@@ -37,4 +37,7 @@ def _is_runnable(value: Any) -> bool:
     from sluice.sdk.task import TaskDef
     from sluice.sdk.workflow import WorkflowDef
 
-    return isinstance(value, WorkflowDef | LaunchPlan | TaskDef)
+    flytekit = type(value).__module__.startswith("flytekit")  # sluice.flyte translates these
+    return isinstance(value, WorkflowDef | LaunchPlan | TaskDef) or (
+        flytekit and hasattr(value, "name")
+    )

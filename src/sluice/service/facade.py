@@ -26,7 +26,7 @@ from sluice.errors import (
     PermissionDeniedError,
     StoreGoneError,
 )
-from sluice.executions.launch import claim_limits, create_execution, merge_inputs, request_abort
+from sluice.executions.launch import merge_inputs, request_abort
 from sluice.executions.launch_plans import LaunchPlanService
 from sluice.executions.policies import launch_plan_spec
 from sluice.executions.schedules import next_firing
@@ -38,6 +38,7 @@ from sluice.service import models as m
 from sluice.service.inputs import Inputs, resolve_inputs
 from sluice.service.local import LocalRun, await_decision, drive_here, prepare_launch_plan
 from sluice.service.tokens import Tokens
+from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
 from sluice.spec.names import check_entity_name, check_scope_name
 from sluice.spec.phases import ExecutionPhase
 from sluice.spec.values import MAX_LIST_LIMIT, check_count
@@ -261,18 +262,7 @@ class Sluice:
         values = resolve_inputs(workflow, inputs)
         merge_inputs(workflow, values, spec)  # every input error before anything is written
         runtime = self.runtime
-        record = await create_execution(
-            runtime.store,
-            runtime.notifier,
-            runtime.clock,
-            project=project,
-            domain=domain,
-            workflow=workflow,
-            inputs=values,
-            launch_plan=spec,
-            limits=claim_limits(runtime.resources, self.settings.resources),
-        )
-        assert record is not None
+        record = await runtime.launch_spec(workflow, spec, values, project=project, domain=domain)
         async with drive_here(runtime, record) if wait else _controller_only(runtime, record):
             record = await await_decision(runtime, record.id, DECISION_WAIT)
             if wait and not record.phase.is_terminal:
@@ -341,17 +331,31 @@ class Sluice:
 
     # Launch plans.
     async def register_launch_plan(self, plan: Any, *, activate: bool = False) -> m.LaunchPlan:
-        """Register a LaunchPlan (an SDK object) as a version of its name."""
-        from sluice.sdk.launch_plan import LaunchPlan
-
-        if not isinstance(plan, LaunchPlan):
-            raise DefinitionError(f"{plan!r} is a {type(plan).__name__}, not a LaunchPlan")
+        """Register a LaunchPlan (an SDK or a flytekit object) as a version of its name."""
+        workflow, spec = launch_plan_of(plan)  # a bad policy or schedule raises here
         self._may_write(self.settings.project)
-        spec, workflow = plan.spec, plan.workflow.spec  # a bad policy or schedule raises here
         if spec.schedule is not None:  # every firing would be refused: refuse the plan now
             await self.runtime.check_launch(plan, {})
         service = self._launch_plans(self.settings.project, self.settings.domain)
         return self._launch_plan(await service.register(spec, workflow, activate=activate))
+
+    async def import_flyte(
+        self, path: str, *, activate: bool = False, source_root: str = ""
+    ) -> list[m.LaunchPlan]:
+        """Register every launch plan (with its workflow and tasks) of a `pyflyte package`
+        archive or a `pyflyte serialize` directory; task code imports from `source_root`."""
+        from sluice.flyte.package import launch_plans_of, read_package
+
+        found = launch_plans_of(read_package(path, source_root))  # every error before a write
+        self._may_write(self.settings.project)
+        for workflow, _ in found:
+            await self.runtime.check_tasks(workflow, None)
+        service = self._launch_plans(self.settings.project, self.settings.domain)
+        registered = []
+        for workflow, spec in found:
+            record = await service.register(spec, workflow, activate=activate)
+            registered.append(self._launch_plan(record))
+        return registered
 
     async def launch_plans(
         self,
@@ -554,3 +558,17 @@ def _cap_scope(text: str) -> tuple[str, str]:
     if domain:
         check_scope_name(f"scope {text!r}: domain", domain)
     return project, domain
+
+
+def launch_plan_of(plan: Any) -> tuple[WorkflowSpec, LaunchPlanSpec]:
+    """The specs of a sluice LaunchPlan or a flytekit one; DefinitionError for anything else."""
+    from sluice.flyte import is_flytekit_object
+    from sluice.sdk.launch_plan import LaunchPlan
+
+    if isinstance(plan, LaunchPlan):
+        return plan.workflow.spec, plan.spec
+    if is_flytekit_object(plan):
+        workflow, spec = resolve_target(plan)
+        if spec is not None:
+            return workflow, spec
+    raise DefinitionError(f"{plan!r} is a {type(plan).__name__}, not a LaunchPlan")

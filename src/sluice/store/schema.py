@@ -213,7 +213,7 @@ concurrency_leader = sa.Table(
     _time("heartbeat_at"),
 )
 
-# Resource manager (resources/backends/sql.py). Holders, waiters and usage counters carry
+# Resource manager (resources/backends/sql/). Holders, waiters and usage counters carry
 # project and domain as columns, so scope counts are exact: project "foo" never counts tokens of
 # "foobar". Quota sources are kept apart; the effective one is operator ?? config ?? plugin ??
 # default (the default a lock claim brings, kept so `quota ls` can show it).

@@ -18,6 +18,7 @@ from sluice.plugins.core.context import TaskExecutionMetadata
 from sluice.plugins.core.phase import Phase
 from sluice.plugins.dask.config import DaskPluginConfig, parse_job_config
 from sluice.plugins.dask.plugin import DaskPlugin
+from sluice.plugins.local_processes import free_port
 from sluice.plugins.testing import FakeTaskContext, drive
 from sluice.runtime import Runtime
 from sluice.sdk.loader import load_module
@@ -51,6 +52,8 @@ async def test_a_dask_task_result_flows_to_the_next_node(
     rt = await Runtime.open(dask_settings(tmp_path / "s.db", dask_address))
     try:
         result = await run(rt, flows.squares)
+        assert rt.task_logs is not None
+        await rt.task_logs.flush()  # the sink writes at its interval: read what it holds now
         logged = [e.line.text for e in await rt.log_reader().lines(result.record.id)]
     finally:
         await rt.close()
@@ -147,3 +150,21 @@ async def test_without_an_address_the_task_runs_on_a_local_cluster_stopped_at_cl
     assert seen[0].phase is Phase.INITIALIZING and "connecting" in seen[0].reason
     assert seen[-1].phase is Phase.SUCCESS and ctx.written_outputs == {"o0": 2}
     assert len(processes) == 2 and _alive(processes) == []  # scheduler and workers, stopped
+
+
+async def test_a_scheduler_that_does_not_answer_is_a_retryable_system_failure(
+    flows: ModuleType,
+) -> None:
+    require_distributed()
+    address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    plugin = DaskPlugin(DaskPluginConfig(address=address, start_timeout=1.0))
+    ctx = _context(flows.chatty, "nowhere", lines=1)
+    try:
+        seen = await drive(plugin, ctx, interval=0.5)
+    finally:
+        await plugin.close()
+    assert seen[0].phase is Phase.INITIALIZING
+    error = seen[-1].error
+    assert seen[-1].phase is Phase.RETRYABLE_FAILURE and error is not None
+    assert error.code == "DaskSchedulerUnreachable" and address in error.message
+    assert error.kind.value == "SYSTEM"

@@ -28,6 +28,8 @@ async def test_a_ray_task_result_flows_to_the_next_node(
     rt = await Runtime.open(ray_settings(tmp_path / "s.db", ray_address))
     try:
         result = await run(rt, flows.squares)
+        assert rt.task_logs is not None
+        await rt.task_logs.flush()  # the sink writes at its interval: read what it holds now
         logged = [e.line.text for e in await rt.log_reader().lines(result.record.id)]
     finally:
         await rt.close()

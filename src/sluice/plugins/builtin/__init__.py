@@ -13,8 +13,16 @@ if TYPE_CHECKING:
 
 
 def builtin_entries() -> list[PluginEntry]:
-    from sluice.plugins.builtin import http_job, pod, python, shell
+    from sluice.plugins.builtin import flyte, http_job, pod, python, shell
     from sluice.plugins.dask import entry as dask
     from sluice.plugins.ray import entry as ray
 
-    return [python.ENTRY, shell.ENTRY, http_job.ENTRY, pod.ENTRY, ray.ENTRY, dask.ENTRY]
+    return [
+        python.ENTRY,
+        shell.ENTRY,
+        http_job.ENTRY,
+        pod.ENTRY,
+        ray.ENTRY,
+        dask.ENTRY,
+        flyte.ENTRY,
+    ]

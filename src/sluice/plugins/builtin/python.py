@@ -67,21 +67,25 @@ class PythonPlugin:
     def pool_job(self, ctx: TaskExecutionContext) -> Job | None:
         return None if self._pool is None else self._pool.get(self._job_id(ctx))
 
-    def _submit(self, ctx: TaskExecutionContext) -> Transition:
+    def payload(self, ctx: TaskExecutionContext) -> dict[str, Any] | PhaseInfo:
+        """The worker's job for this task, or the failure that stops it from being one."""
         source = ctx.task.source
         if source is None:
-            return Transition.to(
-                PhaseInfo.permanent_failure(
-                    "BadTaskSpecification", f"task {ctx.task.name!r} has no python source"
-                )
+            return PhaseInfo.permanent_failure(
+                "BadTaskSpecification", f"task {ctx.task.name!r} has no python source"
             )
-        previous = ctx.state_reader.get()
-        payload = {
+        return {
             "module": source.module,
             "file": source.file,
             "qualname": source.qualname,
             "inputs": dict(ctx.inputs),
         }
+
+    def _submit(self, ctx: TaskExecutionContext) -> Transition:
+        payload = self.payload(ctx)
+        if isinstance(payload, PhaseInfo):
+            return Transition.to(payload)
+        previous = ctx.state_reader.get()
         job = self.pool.submit(
             self._job_id(ctx), payload, on_start=ctx.refresh, on_output=_writer(ctx)
         )
@@ -98,18 +102,23 @@ class PythonPlugin:
             return PhaseInfo.aborted(0, "cancelled")
         error = future.exception()
         if isinstance(error, WorkerDied):
-            return PhaseInfo.system_retryable_failure("WorkerDied", _with_tail(job, str(error)))
+            return PhaseInfo.system_retryable_failure(
+                "WorkerDied", with_stderr_tail(job, str(error))
+            )
         if error is not None:
             return PhaseInfo.system_retryable_failure("WorkerError", repr(error))
         answer: dict[str, Any] = future.result()
         if "outputs" in answer:
             ctx.outputs.put(answer["outputs"])
             return PhaseInfo.success()
-        failure = answer["error"]
+        return self.failure(answer["error"], job)
+
+    def failure(self, failure: dict[str, Any], job: Job) -> PhaseInfo:
+        """The phase of a task that raised (`failure` is the worker's answer)."""
         if failure["type"] == "OutputsError":
             return PhaseInfo.permanent_failure("OutputsError", failure["message"])
         message = failure["traceback"] or f"{failure['type']}: {failure['message']}"
-        message = _with_tail(job, message.rstrip())
+        message = with_stderr_tail(job, message.rstrip())
         return PhaseInfo.retryable_failure(failure["type"], message, ErrorKind.USER)
 
     async def warm_up(self) -> None:
@@ -140,7 +149,7 @@ def _writer(ctx: TaskExecutionContext) -> Callable[[str, str], None]:
     return lambda text, stream: log.write(text, "stderr" if stream == "stderr" else "stdout")
 
 
-def _with_tail(job: Job, message: str) -> str:
+def with_stderr_tail(job: Job, message: str) -> str:
     """The error message after the last lines the task wrote on stderr (the whole log is in
     `sluice logs`): the message stays last, as its last line is the error's one-line summary."""
     if not job.stderr_tail:

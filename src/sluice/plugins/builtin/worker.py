@@ -5,7 +5,8 @@ Its stdout and stderr are pipes the pool reads as the job's log. They are line-b
 task's lines reach its log (and `sluice run`) as they are printed; after each job every buffer
 (Python's and C's stdio) is flushed and MARKER is written on both before the answer.
 
-A job is {"id", "module", "file", "qualname", "inputs"}; an answer is {"id", "outputs"} or
+A job is {"id", "module", "file", "qualname", "inputs"} (or a flytekit task: see
+flyte_exec); an answer is {"id", "outputs"} or
 {"id", "error": {"type", "message", "traceback"}}. JSON only: nothing is unpickled. The worker
 dies with its parent (PR_SET_PDEATHSIG on Linux), so a SIGKILLed engine leaves no orphans.
 """
@@ -37,6 +38,10 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     from sluice.modules import load_module, resolve_attribute
 
     try:
+        if job.get("runner") == "flyte":  # a flytekit task template (the `flyte` plugin)
+            from sluice.plugins.builtin.flyte_exec import run_flyte_job
+
+            return run_flyte_job(job)
         module = load_module(job["module"], job.get("file", ""))
         task = resolve_attribute(module, job["qualname"])
         runner = getattr(task, "execute_json", None)

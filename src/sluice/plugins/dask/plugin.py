@@ -117,8 +117,17 @@ class DaskPlugin:
             self._clients[address] = client
         except Exception as exc:
             self._connect_errors[address] = f"Dask scheduler at {address}: {exc}"
+            await self._drop_cluster(
+                address
+            )  # a local one that did not start: the retry starts anew
         finally:
             self._connecting.pop(address, None)
+
+    async def _drop_cluster(self, address: str) -> None:
+        for shape, cluster in list(self._clusters.items()):
+            if cluster.address == address:
+                del self._clusters[shape]
+                await asyncio.to_thread(cluster.stop)
 
     async def _submit(
         self,

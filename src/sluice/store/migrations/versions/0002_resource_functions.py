@@ -11,7 +11,7 @@ admission rule (which stays in Python, sluice/resources/admission.py) needs. The
 policy: no decision about who is granted is taken here.
 
 SQLite keeps running the same steps as separate statements (sluice/resources/backends/
-_sql_rows.py and _sql_reads.py); this revision changes nothing there.
+sql/writes.py and sql/reads.py); this revision changes nothing there.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-# Must match _LOCK_CLASS in sluice/resources/backends/_sql_rows.py.
+# Must match _LOCK_CLASS in sluice/resources/backends/sql/writes.py.
 _LOCK_CLASS = 0x5175
 
 _FUNCTIONS = [

@@ -17,17 +17,26 @@ from sluice.resources.admission import (
     next_in_line,
 )
 from sluice.resources.backends._shared import WaiterRecord, build_snapshot
-from sluice.resources.backends._sql_rows import ALL, SOURCE_COLUMNS, H, Q, U, W
 from sluice.resources.backends.base import NamespaceUsage
+from sluice.resources.backends.sql.tables import (
+    ALL,
+    HOLDERS,
+    QUOTAS,
+    SOURCE_COLUMNS,
+    SOURCE_ORDER,
+    USAGE,
+    WAITER_COLUMNS,
+    WAITERS,
+)
 from sluice.resources.models import HolderInfo, NamespaceSnapshot, QuotaSource, Scope
 
 
 async def load_sources(
     conn: AsyncConnection, namespaces: Sequence[str] | None
 ) -> dict[str, dict[QuotaSource, int]]:
-    query = sa.select(Q)
+    query = sa.select(QUOTAS)
     if namespaces is not None:
-        query = query.where(Q.c.namespace.in_(namespaces))
+        query = query.where(QUOTAS.c.namespace.in_(namespaces))
     rows = (await conn.execute(query)).mappings()
     return {
         row["namespace"]: {s: row[c] for s, c in SOURCE_COLUMNS.items() if row[c] is not None}
@@ -35,14 +44,10 @@ async def load_sources(
     }
 
 
-_SOURCE_ORDER: tuple[QuotaSource, ...] = ("operator", "config", "plugin", "default")
-"""The order of the quota columns in a source row of the PostgreSQL functions."""
-
-
 def sources_of(rows: Iterable[Sequence[Any]]) -> dict[str, dict[QuotaSource, int]]:
     """Quota sources from (namespace, operator, config, plugin, default) rows."""
     return {
-        row[0]: {s: q for s, q in zip(_SOURCE_ORDER, row[1:], strict=True) if q is not None}
+        row[0]: {s: q for s, q in zip(SOURCE_ORDER, row[1:], strict=True) if q is not None}
         for row in rows
     }
 
@@ -61,7 +66,9 @@ async def load_states(
     conn: AsyncConnection, quotas: Mapping[str, int], token: str, now: float
 ) -> Loaded:
     names = list(quotas)
-    held_query = sa.select(H.c.namespace).where(H.c.token == token, H.c.namespace.in_(names))
+    held_query = sa.select(HOLDERS.c.namespace).where(
+        HOLDERS.c.token == token, HOLDERS.c.namespace.in_(names)
+    )
     held = set((await conn.execute(held_query)).scalars())
     usage = await _load_usage(conn, names)
     waiters = await load_waiters(conn, names)
@@ -92,12 +99,14 @@ def loaded_from(
 
 async def any_lapsed(conn: AsyncConnection, names: Sequence[str], now: float) -> bool:
     """Whether a lease in these namespaces has lapsed (and awaits reclaiming)."""
-    query = sa.select(H.c.token).where(H.c.namespace.in_(names), H.c.lease_expires_at <= now)
+    query = sa.select(HOLDERS.c.token).where(
+        HOLDERS.c.namespace.in_(names), HOLDERS.c.lease_expires_at <= now
+    )
     return (await conn.execute(query.limit(1))).first() is not None
 
 
 async def _load_usage(conn: AsyncConnection, names: Sequence[str]) -> dict[str, Usage]:
-    rows = await conn.execute(sa.select(U).where(U.c.namespace.in_(names)))
+    rows = await conn.execute(sa.select(USAGE).where(USAGE.c.namespace.in_(names)))
     return usage_of(names, rows)
 
 
@@ -117,32 +126,13 @@ def usage_of(names: Iterable[str], rows: Iterable[Sequence[Any]]) -> dict[str, U
 async def load_waiters(
     conn: AsyncConnection, names: Sequence[str] | None, live_at: float | None = None
 ) -> dict[str, list[WaiterRecord]]:
-    query = sa.select(W)
+    query = sa.select(WAITERS)
     if names is not None:
-        query = query.where(W.c.namespace.in_(names))
+        query = query.where(WAITERS.c.namespace.in_(names))
     if live_at is not None:
-        query = query.where(W.c.expires_at > live_at)
+        query = query.where(WAITERS.c.expires_at > live_at)
     rows = [[row[c] for c in WAITER_COLUMNS] for row in (await conn.execute(query)).mappings()]
     return waiters_of(rows)
-
-
-WAITER_COLUMNS = (
-    "namespace",
-    "token",
-    "project",
-    "domain",
-    "execution_id",
-    "node_id",
-    "units",
-    "priority",
-    "project_cap",
-    "domain_cap",
-    "first_requested_at",
-    "expires_at",
-    "blocking_scope",
-)
-"""The order of a waiter row's fields, here and in the PostgreSQL functions (migration
-0002)."""
 
 
 def waiters_of(rows: Iterable[Sequence[Any]]) -> dict[str, list[WaiterRecord]]:
@@ -173,8 +163,8 @@ def waiters_of(rows: Iterable[Sequence[Any]]) -> dict[str, list[WaiterRecord]]:
 
 async def lapsed_namespaces(conn: AsyncConnection, now: float) -> set[str]:
     """Namespaces with a lapsed lease or waiter (both found through their expiry index)."""
-    holders = sa.select(H.c.namespace).where(H.c.lease_expires_at <= now)
-    waiters = sa.select(W.c.namespace).where(W.c.expires_at <= now)
+    holders = sa.select(HOLDERS.c.namespace).where(HOLDERS.c.lease_expires_at <= now)
+    waiters = sa.select(WAITERS.c.namespace).where(WAITERS.c.expires_at <= now)
     return set((await conn.execute(sa.union(holders, waiters))).scalars())
 
 
@@ -211,7 +201,11 @@ async def read_snapshot(
 ) -> list[NamespaceSnapshot]:
     names = None if namespace is None else [namespace]
     sources = await load_sources(conn, names)
-    query = sa.select(H) if names is None else sa.select(H).where(H.c.namespace.in_(names))
+    query = (
+        sa.select(HOLDERS)
+        if names is None
+        else sa.select(HOLDERS).where(HOLDERS.c.namespace.in_(names))
+    )
     holders: dict[str, list[HolderInfo]] = {}
     for row in (await conn.execute(query)).mappings():
         holders.setdefault(row["namespace"], []).append(

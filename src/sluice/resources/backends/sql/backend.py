@@ -26,11 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.errors import BackendUnavailableError, StoreUnavailableError
 from sluice.resources.admission import NamespaceState, Plan, plan_allocation
-from sluice.resources.backends import _pg_calls as pg_calls
-from sluice.resources.backends import _sql_reads as reads
-from sluice.resources.backends import _sql_rows as rows
 from sluice.resources.backends._shared import resolve_quota, usage_after
-from sluice.resources.backends._sql_reads import Loaded
 from sluice.resources.backends.base import (
     WAKE_CHANNEL,
     AllocationOutcome,
@@ -39,6 +35,8 @@ from sluice.resources.backends.base import (
     ResourceBackend,
     WakeCallback,
 )
+from sluice.resources.backends.sql import pg_calls, reads, writes
+from sluice.resources.backends.sql.reads import Loaded
 from sluice.resources.models import NamespaceSnapshot, QuotaSource
 from sluice.store.database import Database
 from sluice.store.notify import Notifier
@@ -112,7 +110,7 @@ class SqlBackend(ResourceBackend):
             raise RuntimeError("SqlBackend used before open()")
         with _unavailable_as_backend_error():
             async with self._db.begin() as conn:
-                await rows.lock_namespaces(conn, namespaces)
+                await writes.lock_namespaces(conn, namespaces)
                 yield conn
 
     async def allocate(self, request: AllocationRequest) -> AllocationOutcome:
@@ -140,10 +138,10 @@ class SqlBackend(ResourceBackend):
                     c.namespace: resolve_quota(c, sources.get(c.namespace, {}))
                     for c in request.claims
                 }
-                reclaimed = await rows.reclaim_holders(conn, names, request.now)
+                reclaimed = await writes.reclaim_holders(conn, names, request.now)
                 loaded = await reads.load_states(conn, quotas, request.token, request.now)
                 if loaded.lapsed_waiters:
-                    reclaimed |= await rows.reclaim_waiters(conn, names, request.now)
+                    reclaimed |= await writes.reclaim_waiters(conn, names, request.now)
             states = loaded.states
             plan = plan_allocation(
                 request.token, request.claims, request.holder, request.now, states
@@ -171,7 +169,7 @@ class SqlBackend(ResourceBackend):
         if loaded.lapsed_waiters or any(state.holding for state in states.values()):
             return None
         plan = plan_allocation(request.token, request.claims, request.holder, request.now, states)
-        if plan.granted or rows.waiters_to_write(request, plan, loaded):
+        if plan.granted or writes.waiters_to_write(request, plan, loaded):
             return None
         return AllocationOutcome(plan.result, None, usage_after(request, plan, states))
 
@@ -187,7 +185,7 @@ class SqlBackend(ResourceBackend):
                     c.namespace: resolve_quota(c, sources.get(c.namespace, {}))
                     for c in request.claims
                 }
-                if rows.defaults_to_store(request, sources):
+                if writes.defaults_to_store(request, sources):
                     return None
                 if await reads.any_lapsed(conn, names, request.now):
                     return None
@@ -201,26 +199,26 @@ class SqlBackend(ResourceBackend):
     ) -> None:
         holder, token = request.holder, request.token
         held = [ns for ns, state in states.items() if state.holding]
-        await rows.extend_leases(conn, token, held, request.now, request.lease)
+        await writes.extend_leases(conn, token, held, request.now, request.lease)
         new = [c for c in request.claims if not states[c.namespace].holding]
         waited = any(state.asker_since is not None for state in states.values())
         if self._functions:
             await pg_calls.grant(conn, request, new, list(states) if waited else [])
             return
-        await rows.insert_holders(conn, request, new)
-        await rows.count_units(
+        await writes.insert_holders(conn, request, new)
+        await writes.count_units(
             conn, [(c.namespace, holder.project, holder.domain, c.units) for c in new]
         )
         if waited:
-            await rows.drop_waiter_entries(conn, token, list(states))
+            await writes.drop_waiter_entries(conn, token, list(states))
 
     async def _wait(
         self, conn: AsyncConnection, request: AllocationRequest, plan: Plan, loaded: Loaded
     ) -> None:
-        records = rows.waiters_to_write(request, plan, loaded)
-        await rows.upsert_waiters(conn, [rows.waiter_row(ns, r) for ns, r in records])
+        records = writes.waiters_to_write(request, plan, loaded)
+        await writes.upsert_waiters(conn, [writes.waiter_row(ns, r) for ns, r in records])
         held = [ns for ns, state in loaded.states.items() if state.holding]
-        await rows.extend_leases(conn, request.token, held, request.now, request.lease)
+        await writes.extend_leases(conn, request.token, held, request.now, request.lease)
 
     @staticmethod
     async def _remember_defaults(
@@ -228,8 +226,8 @@ class SqlBackend(ResourceBackend):
         request: AllocationRequest,
         sources: Mapping[str, Mapping[QuotaSource, int]],
     ) -> None:
-        changed = rows.defaults_to_store(request, sources)
-        await rows.store_quotas(conn, "default", changed, request.now)
+        changed = writes.defaults_to_store(request, sources)
+        await writes.store_quotas(conn, "default", changed, request.now)
 
     async def release(
         self, token: str, namespaces: Sequence[str], now: float
@@ -241,7 +239,7 @@ class SqlBackend(ResourceBackend):
                 await self._publish(conn, [(u.namespace, u.ready) for u in usage])
                 return usage
         async with self._transaction(names) as conn:
-            changed = sorted(await rows.drop_token(conn, token, names))
+            changed = sorted(await writes.drop_token(conn, token, names))
             return await self._after_change(conn, changed, now)
 
     async def _after_change(
@@ -252,7 +250,7 @@ class SqlBackend(ResourceBackend):
         usage = await reads.usage_with_ready(conn, changed, now)
         idle = [u.namespace for u in usage if u.in_use == 0 and u.waiters == 0]
         if idle:
-            await rows.forget_empty(conn, idle)
+            await writes.forget_empty(conn, idle)
         await self._publish(conn, [(u.namespace, u.ready) for u in usage])
         return usage
 
@@ -262,15 +260,15 @@ class SqlBackend(ResourceBackend):
         # Single-row updates guarded by `expiry > now` need no namespace lock: a concurrent
         # reclaim re-checks the same condition and skips a lease renewed before it.
         async with self._transaction(()) as conn:
-            return frozenset(await rows.extend_leases(conn, token, namespaces, now, lease))
+            return frozenset(await writes.extend_leases(conn, token, namespaces, now, lease))
 
     async def sweep(self, now: float) -> tuple[NamespaceUsage, ...]:
         async with self._transaction(()) as conn:
             candidates = sorted(await reads.lapsed_namespaces(conn, now))
             if not candidates:
                 return ()
-            await rows.lock_namespaces(conn, candidates)
-            changed = sorted(await rows.reclaim(conn, candidates, now))
+            await writes.lock_namespaces(conn, candidates)
+            changed = sorted(await writes.reclaim(conn, candidates, now))
             return await self._after_change(conn, changed, now)
 
     async def set_quotas(
@@ -279,8 +277,8 @@ class SqlBackend(ResourceBackend):
         async with self._transaction(list(quotas)) as conn:
             stored = await reads.load_sources(conn, list(quotas))
             changed = {ns: q for ns, q in quotas.items() if stored.get(ns, {}).get(source) != q}
-            await rows.store_quotas(conn, source, changed, now)
-            await rows.forget_empty(conn, list(changed))
+            await writes.store_quotas(conn, source, changed, now)
+            await writes.forget_empty(conn, list(changed))
             await self._publish(conn, [(ns, None) for ns in changed])
 
     async def snapshot(self, namespace: str | None, now: float) -> list[NamespaceSnapshot]:

@@ -6,37 +6,28 @@ from __future__ import annotations
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.resources.admission import Plan, waiter_scope
 from sluice.resources.backends._shared import WaiterRecord, waiter_records
 from sluice.resources.backends.base import AllocationRequest
+from sluice.resources.backends.sql.reads import Loaded
+from sluice.resources.backends.sql.tables import (
+    ALL,
+    HOLDERS,
+    QUOTAS,
+    SOURCE_COLUMNS,
+    USAGE,
+    WAITERS,
+    ScopeKey,
+    upsert_into,
+)
 from sluice.resources.models import Claim, QuotaSource
-from sluice.store import schema
 
-if TYPE_CHECKING:
-    from sluice.resources.backends._sql_reads import Loaded
-
-H, W = schema.resource_holders, schema.resource_waiters
-Q, U = schema.resource_quotas, schema.resource_usage
-ALL = ""  # project and domain of a namespace's global counter row
 _LOCK_CLASS = 0x5175  # first key of our advisory locks (and of migration 0002's functions)
-SOURCE_COLUMNS: dict[QuotaSource, str] = {
-    "operator": "operator_quota",
-    "config": "config_quota",
-    "plugin": "plugin_quota",
-    "default": "default_quota",
-}
-ScopeKey = tuple[str, str, str]  # namespace, project, domain
-
-
-def _insert(conn: AsyncConnection, table: sa.Table) -> Any:
-    module = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return module.insert(table)
 
 
 async def lock_namespaces(conn: AsyncConnection, namespaces: Iterable[str]) -> None:
@@ -57,9 +48,9 @@ def lock_keys(namespaces: Iterable[str]) -> list[int]:
 async def reclaim_holders(conn: AsyncConnection, namespaces: Sequence[str], now: float) -> set[str]:
     """Drop lapsed holders, uncounting their units; where any was."""
     gone = await conn.execute(
-        sa.delete(H)
-        .where(H.c.namespace.in_(namespaces), H.c.lease_expires_at <= now)
-        .returning(H.c.namespace, H.c.project, H.c.domain, H.c.units)
+        sa.delete(HOLDERS)
+        .where(HOLDERS.c.namespace.in_(namespaces), HOLDERS.c.lease_expires_at <= now)
+        .returning(HOLDERS.c.namespace, HOLDERS.c.project, HOLDERS.c.domain, HOLDERS.c.units)
     )
     lapsed = [(ns, p, d, -units) for ns, p, d, units in gone]
     await count_units(conn, lapsed)
@@ -69,9 +60,9 @@ async def reclaim_holders(conn: AsyncConnection, namespaces: Sequence[str], now:
 async def reclaim_waiters(conn: AsyncConnection, namespaces: Sequence[str], now: float) -> set[str]:
     """Drop lapsed waiter entries; where any was."""
     gone = await conn.execute(
-        sa.delete(W)
-        .where(W.c.namespace.in_(namespaces), W.c.expires_at <= now)
-        .returning(W.c.namespace)
+        sa.delete(WAITERS)
+        .where(WAITERS.c.namespace.in_(namespaces), WAITERS.c.expires_at <= now)
+        .returning(WAITERS.c.namespace)
     )
     return set(gone.scalars())
 
@@ -91,11 +82,11 @@ async def count_units(conn: AsyncConnection, changes: Iterable[tuple[str, str, s
             deltas[key] += units
     if not deltas:
         return
-    insert = _insert(conn, U)
+    insert = upsert_into(conn, USAGE)
     await conn.execute(
         insert.on_conflict_do_update(
-            index_elements=[U.c.namespace, U.c.project, U.c.domain],
-            set_={"in_use": U.c.in_use + insert.excluded.in_use},
+            index_elements=[USAGE.c.namespace, USAGE.c.project, USAGE.c.domain],
+            set_={"in_use": USAGE.c.in_use + insert.excluded.in_use},
         ),
         [
             {"namespace": n, "project": p, "domain": d, "in_use": v}
@@ -105,7 +96,9 @@ async def count_units(conn: AsyncConnection, changes: Iterable[tuple[str, str, s
     # Rows at zero go, so thousands of short-lived lock names leave nothing behind.
     touched = sorted({key[0] for key, units in deltas.items() if units < 0})
     if touched:
-        await conn.execute(sa.delete(U).where(U.c.namespace.in_(touched), U.c.in_use <= 0))
+        await conn.execute(
+            sa.delete(USAGE).where(USAGE.c.namespace.in_(touched), USAGE.c.in_use <= 0)
+        )
 
 
 def waiter_row(namespace: str, record: WaiterRecord) -> dict[str, Any]:
@@ -133,7 +126,7 @@ async def insert_holders(
     holder, expiry = request.holder, request.now + request.lease
     if claims:
         await conn.execute(
-            H.insert(),
+            HOLDERS.insert(),
             [
                 {
                     "namespace": c.namespace,
@@ -152,16 +145,20 @@ async def insert_holders(
 
 
 async def drop_waiter_entries(conn: AsyncConnection, token: str, namespaces: Sequence[str]) -> None:
-    await conn.execute(sa.delete(W).where(W.c.token == token, W.c.namespace.in_(namespaces)))
+    await conn.execute(
+        sa.delete(WAITERS).where(WAITERS.c.token == token, WAITERS.c.namespace.in_(namespaces))
+    )
 
 
 async def upsert_waiters(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
     if not rows:
         return
-    insert = _insert(conn, W)
+    insert = upsert_into(conn, WAITERS)
     updated = {c: getattr(insert.excluded, c) for c in rows[0] if c not in ("namespace", "token")}
     await conn.execute(
-        insert.on_conflict_do_update(index_elements=[W.c.namespace, W.c.token], set_=updated),
+        insert.on_conflict_do_update(
+            index_elements=[WAITERS.c.namespace, WAITERS.c.token], set_=updated
+        ),
         list(rows),
     )
 
@@ -172,34 +169,39 @@ async def extend_leases(
     """Push the token's live leases (and waiter entries) to now + lease; where it holds."""
     if not namespaces:
         return set()
-    held = await conn.execute(
-        sa.update(H)
-        .where(H.c.token == token, H.c.namespace.in_(namespaces), H.c.lease_expires_at > now)
-        .values(lease_expires_at=now + lease)
-        .returning(H.c.namespace)
-    )
-    await conn.execute(
-        sa.update(W)
-        .where(W.c.token == token, W.c.namespace.in_(namespaces), W.c.expires_at > now)
-        .values(expires_at=now + lease)
-    )
+    holders = _extend(HOLDERS, HOLDERS.c.lease_expires_at, token, namespaces, now + lease, now)
+    held = await conn.execute(holders.returning(HOLDERS.c.namespace))
+    await conn.execute(_extend(WAITERS, WAITERS.c.expires_at, token, namespaces, now + lease, now))
     return set(held.scalars())
+
+
+def _extend(
+    table: sa.Table,
+    expiry: sa.Column[float],
+    token: str,
+    namespaces: Sequence[str],
+    until: float,
+    now: float,
+) -> sa.Update:
+    """Move the live rows of `token` in these namespaces to expire at `until`."""
+    live = (table.c.token == token, table.c.namespace.in_(namespaces), expiry > now)
+    return sa.update(table).where(*live).values({expiry.name: until})
 
 
 async def drop_token(conn: AsyncConnection, token: str, namespaces: Sequence[str]) -> set[str]:
     """Delete the token's holders (uncounting them) and waiter entries; where any was."""
     gone = list(
         await conn.execute(
-            sa.delete(H)
-            .where(H.c.token == token, H.c.namespace.in_(namespaces))
-            .returning(H.c.namespace, H.c.project, H.c.domain, H.c.units)
+            sa.delete(HOLDERS)
+            .where(HOLDERS.c.token == token, HOLDERS.c.namespace.in_(namespaces))
+            .returning(HOLDERS.c.namespace, HOLDERS.c.project, HOLDERS.c.domain, HOLDERS.c.units)
         )
     )
     await count_units(conn, [(ns, p, d, -units) for ns, p, d, units in gone])
     left = await conn.execute(
-        sa.delete(W)
-        .where(W.c.token == token, W.c.namespace.in_(namespaces))
-        .returning(W.c.namespace)
+        sa.delete(WAITERS)
+        .where(WAITERS.c.token == token, WAITERS.c.namespace.in_(namespaces))
+        .returning(WAITERS.c.namespace)
     )
     return {row[0] for row in gone} | set(left.scalars())
 
@@ -207,13 +209,13 @@ async def drop_token(conn: AsyncConnection, token: str, namespaces: Sequence[str
 async def forget_empty(conn: AsyncConnection, namespaces: Sequence[str]) -> None:
     """Delete quota rows holding only a claim's default where nothing is held or waiting."""
     await conn.execute(
-        sa.delete(Q).where(
-            Q.c.namespace.in_(namespaces),
-            Q.c.operator_quota.is_(None),
-            Q.c.config_quota.is_(None),
-            Q.c.plugin_quota.is_(None),
-            ~sa.exists().where(H.c.namespace == Q.c.namespace),
-            ~sa.exists().where(W.c.namespace == Q.c.namespace),
+        sa.delete(QUOTAS).where(
+            QUOTAS.c.namespace.in_(namespaces),
+            QUOTAS.c.operator_quota.is_(None),
+            QUOTAS.c.config_quota.is_(None),
+            QUOTAS.c.plugin_quota.is_(None),
+            ~sa.exists().where(HOLDERS.c.namespace == QUOTAS.c.namespace),
+            ~sa.exists().where(WAITERS.c.namespace == QUOTAS.c.namespace),
         )
     )
 
@@ -225,10 +227,10 @@ async def store_quotas(
     rows = [{"namespace": ns, column: q, "updated_at": now} for ns, q in quotas.items()]
     if not rows:
         return
-    insert = _insert(conn, Q)
+    insert = upsert_into(conn, QUOTAS)
     await conn.execute(
         insert.on_conflict_do_update(
-            index_elements=[Q.c.namespace],
+            index_elements=[QUOTAS.c.namespace],
             set_={
                 column: getattr(insert.excluded, column),
                 "updated_at": insert.excluded.updated_at,

@@ -14,9 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.resources.admission import Usage
 from sluice.resources.backends._shared import WaiterRecord
-from sluice.resources.backends._sql_reads import ready_usage, sources_of, usage_of, waiters_of
-from sluice.resources.backends._sql_rows import lock_keys
 from sluice.resources.backends.base import AllocationRequest, NamespaceUsage
+from sluice.resources.backends.sql.reads import ready_usage, sources_of, usage_of, waiters_of
+from sluice.resources.backends.sql.writes import lock_keys
 from sluice.resources.models import Claim, QuotaSource
 
 _LOAD = sa.text(

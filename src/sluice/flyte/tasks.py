@@ -1,0 +1,92 @@
+"""A flyteidl task template -> a sluice TaskSpec of type `python-task` (the `flyte` plugin).
+
+Metadata maps one to one: retries, timeout, interruptible; `discoverable` and
+`discovery_version` -> the cache and its version; `cache_serializable` -> a serialized
+reservation; `cache_ignore_input_vars` -> ignored inputs. The template itself (as JSON) and
+the directory its module imports from travel in `custom`, for the plugin's worker.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sluice.errors import DefinitionError
+from sluice.plugins.builtin.flyte_exec import resolver_of
+from sluice.plugins.builtin.flyte_literals import type_spec
+from sluice.spec.canonical import digest
+from sluice.spec.models import CacheSpec, InputSpec, Interface, TaskMetadata, TaskSpec
+
+SUPPORTED_TYPES = ("python-task",)
+"""Task types sluice runs today; any other fails at translation, naming the task and type."""
+
+
+def task_spec(template: Any, source_root: str = "", module_file: str = "") -> TaskSpec:
+    """The sluice task of a flyteidl TaskTemplate; DefinitionError naming what is unsupported."""
+    from google.protobuf import json_format
+
+    name = template.id.name
+    where = f"Flyte task {name!r}"
+    if template.type not in SUPPORTED_TYPES:
+        raise DefinitionError(
+            f"{where}: task type {template.type!r} is not supported by sluice yet "
+            f"(supported: {', '.join(SUPPORTED_TYPES)})"
+        )
+    try:
+        resolver_of(list(template.container.args))
+    except ValueError as exc:
+        raise DefinitionError(f"{where}: {exc}") from None
+    custom = {
+        "template": json_format.MessageToDict(template),
+        "source_root": source_root,
+        "module_file": module_file,
+    }
+    draft = TaskSpec(
+        name=name,
+        version="",
+        type=template.type,
+        interface=interface(template.interface, where),
+        metadata=_metadata(template.metadata, where),
+        custom=custom,
+    )
+    return draft.model_copy(update={"version": digest(draft.model_dump(mode="json"))[:16]})
+
+
+def interface(typed: Any, where: str, defaults: dict[str, Any] | None = None) -> Interface:
+    """A flyteidl TypedInterface as a sluice Interface; `defaults` give inputs their default."""
+    defaults = defaults or {}
+    inputs = {
+        name: InputSpec(
+            type=type_spec(var.type, f"{where}: input {name!r}"),
+            default=defaults.get(name),
+            has_default=name in defaults,
+        )
+        for name, var in typed.inputs.variables.items()
+    }
+    outputs = {
+        name: type_spec(var.type, f"{where}: output {name!r}")
+        for name, var in typed.outputs.variables.items()
+    }
+    return Interface(inputs=inputs, outputs=outputs)
+
+
+def _metadata(meta: Any, where: str) -> TaskMetadata:
+    timeout = meta.timeout.ToTimedelta().total_seconds() if meta.HasField("timeout") else 0
+    return TaskMetadata(
+        retries=meta.retries.retries,
+        timeout=timeout if timeout > 0 else None,
+        interruptible=meta.interruptible,
+        cache=_cache(meta, where),
+    )
+
+
+def _cache(meta: Any, where: str) -> CacheSpec:
+    if not meta.discoverable:
+        if meta.cache_serializable:
+            raise DefinitionError(f"{where}: cache_serialize needs cache=True")
+        return CacheSpec()
+    return CacheSpec(
+        enabled=True,
+        version=meta.discovery_version,
+        serialize=meta.cache_serializable,
+        ignored_inputs=tuple(meta.cache_ignore_input_vars),
+    )

@@ -1,0 +1,122 @@
+"""The worker side of the `flyte` plugin: run one flytekit task template in this process.
+
+The pool's worker imports flytekit once, at its first flyte job, and then runs every task
+through flytekit's own entrypoint (what `pyflyte-execute` calls) in process: inputs are
+written as `inputs.pb`, the task's outputs read back from `outputs.pb`, a failure from
+`error.pb` (an ErrorDocument, which flytekit writes instead of raising). Values cross as JSON,
+converted with the template's interface at this boundary.
+
+A job is {"id", "runner": "flyte", "template": <TaskTemplate as JSON>, "inputs", "work_dir",
+"source_root", "module_file"}; the answer is {"id", "outputs"} or {"id", "error": {"type",
+"message", "traceback", "recoverable", "user"}}.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from sluice.plugins.builtin.flyte_literals import literal_map, to_json
+
+_RESOLVER_FLAG = "--resolver"
+
+
+def run_flyte_job(job: dict[str, Any]) -> dict[str, Any]:
+    from flyteidl.core import tasks_pb2
+    from google.protobuf import json_format
+
+    template = json_format.ParseDict(job["template"], tasks_pb2.TaskTemplate())
+    root = Path(job["work_dir"]) / hashlib.sha256(job["id"].encode()).hexdigest()[:24]
+    try:
+        return {"id": job["id"], **_execute(template, job, root)}
+    finally:
+        shutil.rmtree(root / "meta", ignore_errors=True)  # raw outputs stay: they are referenced
+
+
+def _execute(template: Any, job: dict[str, Any], root: Path) -> dict[str, Any]:
+    from flytekit.bin.entrypoint import _execute_task
+
+    resolver, args = resolver_of(list(template.container.args))
+    meta, raw = root / "meta", root / "raw"
+    shutil.rmtree(meta, ignore_errors=True)  # an earlier attempt's files are not this one's
+    meta.mkdir(parents=True)
+    raw.mkdir(parents=True, exist_ok=True)
+    inputs = meta / "inputs.pb"
+    variables = template.interface.inputs.variables
+    inputs.write_bytes(literal_map(job["inputs"], variables).SerializeToString())
+    _on_path(job.get("source_root", ""))
+    _preload(dict(zip(args[::2], args[1::2], strict=False)).get("task-module", ""), job)
+    out = meta / "out"
+    _execute_task(
+        inputs=str(inputs),
+        output_prefix=str(out),
+        test=False,
+        raw_output_data_prefix=str(raw),
+        resolver=resolver,
+        resolver_args=args,
+    )
+    return _answer(template, out)
+
+
+def resolver_of(args: list[str]) -> tuple[str, list[str]]:
+    """The resolver and its arguments in a `pyflyte-execute` command line."""
+    if _RESOLVER_FLAG not in args or "--" not in args:
+        raise ValueError(f"not a flytekit python task command line: {args}")
+    resolver = args[args.index(_RESOLVER_FLAG) + 1]
+    return resolver, args[args.index("--") + 1 :]
+
+
+def _on_path(source_root: str) -> None:
+    if source_root and source_root not in sys.path:
+        sys.path.insert(0, source_root)
+
+
+def _preload(module: str, job: dict[str, Any]) -> None:
+    """Load a task module that sluice loaded from a file under a private name (its stem was
+    taken), which no import finds: from its file, under that same name."""
+    from sluice.modules import PRIVATE_PREFIX
+
+    file = job.get("module_file", "")
+    if not module.startswith(PRIVATE_PREFIX) or module in sys.modules or not file:
+        return
+    spec = importlib.util.spec_from_file_location(module, file)
+    if spec is None or spec.loader is None:
+        return  # flytekit's own import then fails, naming the module
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[module] = loaded
+    spec.loader.exec_module(loaded)
+
+
+def _answer(template: Any, out: Path) -> dict[str, Any]:
+    from flyteidl.core import errors_pb2, literals_pb2
+
+    outputs, error = out / "outputs.pb", out / "error.pb"
+    if error.exists():
+        document = errors_pb2.ErrorDocument.FromString(error.read_bytes())
+        return {"error": _error(document.error)}
+    if not outputs.exists():
+        return {"error": {"type": "OutputsError", "message": "the task wrote no outputs.pb",
+                          "traceback": "", "recoverable": False}}  # fmt: skip
+    found = literals_pb2.LiteralMap.FromString(outputs.read_bytes())
+    declared = template.interface.outputs.variables
+    return {
+        "outputs": {
+            k: to_json(v, declared[k].type, f"output {k!r}") for k, v in found.literals.items()
+        }
+    }
+
+
+def _error(container_error: Any) -> dict[str, Any]:
+    from flyteidl.core import errors_pb2, execution_pb2
+
+    return {
+        "type": container_error.code or "FlyteError",  # e.g. USER:RuntimeError
+        "message": container_error.message,
+        "traceback": container_error.message,
+        "recoverable": container_error.kind == errors_pb2.ContainerError.RECOVERABLE,
+        "user": container_error.origin == execution_pb2.ExecutionError.USER,
+    }

@@ -1,0 +1,23 @@
+"""Flyte tests run the real flytekit: skipped on a laptop without `sluice[flyte]`, failed in
+CI (where the extra is installed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+
+def require_flytekit() -> None:
+    if importlib.util.find_spec("flytekit") is not None:
+        return
+    message = "flytekit is not installed (pip install 'sluice[flyte]')"
+    if os.environ.get("CI"):
+        pytest.fail(message + " (CI is set, so this is a failure, not a skip)")
+    pytest.skip(message)
+
+
+@pytest.fixture(autouse=True)
+def _flytekit() -> None:
+    require_flytekit()
