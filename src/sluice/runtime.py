@@ -235,6 +235,23 @@ class Runtime:
     ) -> ExecutionRecord:
         workflow, launch_plan = resolve_target(target)
         await self.check_tasks(workflow, options)
+        return await self.launch_spec(
+            workflow, launch_plan, inputs, project=project, domain=domain, options=options
+        )
+
+    async def launch_spec(
+        self,
+        workflow: WorkflowSpec,
+        launch_plan: LaunchPlanSpec | None,
+        inputs: Mapping[str, Any],
+        *,
+        project: str | None = None,
+        domain: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> ExecutionRecord:
+        """Create an execution of `workflow` (through `launch_plan`, if any): QUEUED, or
+        PENDING when a policy or cap governs it; refused before anything is written if it
+        could never run."""
         record = await create_execution(
             self.store,
             self.notifier,

@@ -218,3 +218,20 @@ def _sse(text: str) -> list[tuple[str, str]]:
         fields = dict(line.split(": ", 1) for line in block.splitlines())
         events.append((fields["event"], fields["data"]))
     return events
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/executions?launch_plan=%00",
+        "/api/v1/executions/x%00y",
+        "/api/v1/executions?project=a%0A",
+        "/api/v1/quotas?namespace=%00",
+        "/api/v1/pending?launch_plan=%7F",
+    ],
+)
+async def test_a_control_character_is_a_bad_request(api: httpx.AsyncClient, path: str) -> None:
+    """PostgreSQL cannot compare text holding a NUL: without the guard this was a 503."""
+    response = await api.get(path)
+    assert response.status_code == 422, response.text
+    assert "control character" in response.json()["detail"]

@@ -24,7 +24,11 @@ _HOST_HELP = "Listen on this address; anything but loopback needs API tokens."
 def http_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """`--host` and `--port`, shared by `serve` and `ui`."""
     command = click.option(
-        "--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True
+        "--port",
+        type=click.IntRange(0, 65535),
+        default=DEFAULT_PORT,
+        show_default=True,
+        help="0 takes any free port (printed).",
     )(command)
     return click.option("--host", default=DEFAULT_HOST, show_default=True, help=_HOST_HELP)(command)
 

@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from sluice.http import problems
 from sluice.http.api import API_PREFIX, api_router
 from sluice.http.deps import Authorize
+from sluice.http.guard import RefuseControlCharacters
 from sluice.http.observe import RequestMetrics, observe_requests, prometheus_route
 from sluice.service import Sluice
 
@@ -37,7 +38,8 @@ def create_app(sluice: Sluice, *, authorize: Authorize) -> FastAPI:
     app.add_route("/metrics", prometheus_route(sluice.runtime.metrics), include_in_schema=False)
     _mount_ui(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
-    observe_requests(app, RequestMetrics(sluice.runtime.metrics))
+    app.add_middleware(RefuseControlCharacters)
+    observe_requests(app, RequestMetrics(sluice.runtime.metrics))  # outermost: counts all
     return app
 
 

@@ -26,7 +26,7 @@ from sluice.errors import (
     PermissionDeniedError,
     StoreGoneError,
 )
-from sluice.executions.launch import claim_limits, create_execution, merge_inputs, request_abort
+from sluice.executions.launch import merge_inputs, request_abort
 from sluice.executions.launch_plans import LaunchPlanService
 from sluice.executions.policies import launch_plan_spec
 from sluice.executions.schedules import next_firing
@@ -262,18 +262,7 @@ class Sluice:
         values = resolve_inputs(workflow, inputs)
         merge_inputs(workflow, values, spec)  # every input error before anything is written
         runtime = self.runtime
-        record = await create_execution(
-            runtime.store,
-            runtime.notifier,
-            runtime.clock,
-            project=project,
-            domain=domain,
-            workflow=workflow,
-            inputs=values,
-            launch_plan=spec,
-            limits=claim_limits(runtime.resources, self.settings.resources),
-        )
-        assert record is not None
+        record = await runtime.launch_spec(workflow, spec, values, project=project, domain=domain)
         async with drive_here(runtime, record) if wait else _controller_only(runtime, record):
             record = await await_decision(runtime, record.id, DECISION_WAIT)
             if wait and not record.phase.is_terminal:
