@@ -8,6 +8,7 @@ from rich.table import Table
 
 from sluice.cli.common import iso, opened, print_json, run_async
 from sluice.errors import InvalidArgumentError
+from sluice.spec.values import MAX_LIST_LIMIT, check_count
 
 
 @click.group("cache")
@@ -28,6 +29,7 @@ def cache() -> None:
 async def cache_ls(ctx: click.Context, task_name: str | None, limit: int, as_json: bool) -> None:
     """Cache entries, newest first: key (its first 16 characters; `cache rm` takes them), task,
     cache version, when, which run computed it."""
+    check_count("--limit", limit, InvalidArgumentError, low=1, high=MAX_LIST_LIMIT)
     async with opened(ctx) as service:
         entries = await service.cache_entries(task_name, limit)
     if as_json:
