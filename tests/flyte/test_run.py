@@ -67,6 +67,15 @@ def test_a_flytekit_task_runs_alone(tmp_path: Path) -> None:
     assert found["outputs"] == {"o0": 1.25}
 
 
+def test_a_file_crosses_by_reference_through_the_store_data_directory(tmp_path: Path) -> None:
+    code, found = _run(tmp_path / "s.db", "files", "-i", "text=hi")
+    assert code == 0, found
+    assert found["outputs"] == {"o0": "hi"}
+    reference = found["nodes"][0]["outputs"]["o0"]["path"]
+    assert reference.startswith(str(tmp_path / "flyte"))  # raw outputs under the data dir
+    assert Path(reference).read_text() == "hi"
+
+
 LONE_MODULE = """
 from flytekit import task, workflow
 

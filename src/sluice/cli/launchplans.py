@@ -10,7 +10,7 @@ from rich.table import Table
 
 from sluice.cli.common import iso, opened, print_json, run_async
 from sluice.sdk.loader import load_target
-from sluice.service.facade import launch_plan_of
+from sluice.service.targets import launch_plan_of
 
 
 @click.group("launchplan")

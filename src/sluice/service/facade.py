@@ -19,7 +19,6 @@ from sluice.clock import Clock
 from sluice.concurrency.caps import CapsService
 from sluice.config import Settings
 from sluice.errors import (
-    DefinitionError,
     InvalidArgumentError,
     InvalidQuotaError,
     NotFoundError,
@@ -37,8 +36,8 @@ from sluice.service import logs as task_logs
 from sluice.service import models as m
 from sluice.service.inputs import Inputs, resolve_inputs
 from sluice.service.local import LocalRun, await_decision, drive_here, prepare_launch_plan
+from sluice.service.targets import launch_plan_of
 from sluice.service.tokens import Tokens
-from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
 from sluice.spec.names import check_entity_name, check_scope_name
 from sluice.spec.phases import ExecutionPhase
 from sluice.spec.values import MAX_LIST_LIMIT, check_count
@@ -558,17 +557,3 @@ def _cap_scope(text: str) -> tuple[str, str]:
     if domain:
         check_scope_name(f"scope {text!r}: domain", domain)
     return project, domain
-
-
-def launch_plan_of(plan: Any) -> tuple[WorkflowSpec, LaunchPlanSpec]:
-    """The specs of a sluice LaunchPlan or a flytekit one; DefinitionError for anything else."""
-    from sluice.flyte import is_flytekit_object
-    from sluice.sdk.launch_plan import LaunchPlan
-
-    if isinstance(plan, LaunchPlan):
-        return plan.workflow.spec, plan.spec
-    if is_flytekit_object(plan):
-        workflow, spec = resolve_target(plan)
-        if spec is not None:
-            return workflow, spec
-    raise DefinitionError(f"{plan!r} is a {type(plan).__name__}, not a LaunchPlan")

@@ -11,6 +11,7 @@ import os
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Optional
 
 from flytekit import (
     ConcurrencyLimitBehavior,
@@ -21,6 +22,7 @@ from flytekit import (
     workflow,
 )
 from flytekit.exceptions.user import FlyteRecoverableException
+from flytekit.types.file import FlyteFile
 
 
 def record(event: str) -> None:
@@ -121,3 +123,26 @@ every_minute = LaunchPlan.get_or_create(
     schedule=FixedRate(duration=timedelta(minutes=1)),
     concurrency=ConcurrencyPolicy(max_concurrency=1, behavior=ConcurrencyLimitBehavior.SKIP),
 )
+
+
+@task
+def write(text: str) -> FlyteFile:
+    path = Path(flytekit_sandbox(), "note.txt")
+    path.write_text(text)
+    return FlyteFile(str(path))
+
+
+@task
+def read(note: FlyteFile, suffix: Optional[str]) -> str:  # noqa: UP045 - read by flytekit
+    return Path(note.download()).read_text() + (suffix or "")
+
+
+@workflow
+def files(text: str = "hello") -> str:
+    return read(note=write(text=text), suffix=None)
+
+
+def flytekit_sandbox() -> str:
+    from flytekit import current_context
+
+    return str(current_context().working_directory)

@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +51,22 @@ def _execute(template: Any, job: dict[str, Any], root: Path) -> dict[str, Any]:
     inputs.write_bytes(literal_map(job["inputs"], variables).SerializeToString())
     _on_path(job.get("source_root", ""))
     _preload(dict(zip(args[::2], args[1::2], strict=False)).get("task-module", ""), job)
-    out = meta / "out"
-    _execute_task(
-        inputs=str(inputs),
-        output_prefix=str(out),
-        test=False,
-        raw_output_data_prefix=str(raw),
-        resolver=resolver,
-        resolver_args=args,
-    )
+    out, scratch = meta / "out", meta / "tmp"
+    scratch.mkdir()
+    # flytekit makes temporary directories for every task and never removes them: make them
+    # under this attempt's own directory, which is removed once the answer is read.
+    previous, tempfile.tempdir = tempfile.tempdir, str(scratch)
+    try:
+        _execute_task(
+            inputs=str(inputs),
+            output_prefix=str(out),
+            test=False,
+            raw_output_data_prefix=str(raw),
+            resolver=resolver,
+            resolver_args=args,
+        )
+    finally:
+        tempfile.tempdir = previous
     return _answer(template, out)
 
 
