@@ -35,10 +35,19 @@ def test_a_second_execution_at_max_concurrency_is_skipped(tmp_path: Path) -> Non
 
 
 def test_a_pyflyte_package_is_imported_and_its_launch_plans_run(tmp_path: Path) -> None:
-    package = tmp_path / "flows.tgz"
+    package = tmp_path / "flyteflows.tgz"
     pyflyte = Path(sys.executable).with_name("pyflyte")
     subprocess.run(
-        [str(pyflyte), "--pkgs", "flows", "package", "--image", "sluice:test", "-o", str(package)],
+        [
+            str(pyflyte),
+            "--pkgs",
+            "flyteflows",
+            "package",
+            "--image",
+            "sluice:test",
+            "-o",
+            str(package),
+        ],
         cwd=FLOWS_ROOT,
         check=True,
         capture_output=True,
@@ -49,7 +58,7 @@ def test_a_pyflyte_package_is_imported_and_its_launch_plans_run(tmp_path: Path) 
     done = sluice(db, "flyte", "import", str(package), root, "--activate", "--json")
     assert done.returncode == 0, done.stderr
     names = {plan["name"] for plan in json.loads(done.stdout)}
-    assert {"flows.chain.plain", "every_minute", "fixed_a"} <= names
+    assert {"flyteflows.chain.plain", "every_minute", "fixed_a"} <= names
     ran = sluice(db, "executions", "create", "fixed_a", "--wait", "--json")
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout)["outputs"] == {"o0": 7}  # fixed a=5, inc twice

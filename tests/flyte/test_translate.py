@@ -15,7 +15,7 @@ from sluice.spec.models import ConcurrencyBehavior
 from support.flyte import FLOWS_ROOT
 
 
-def _flows(name: str, package: str = "flows") -> ModuleType:
+def _flows(name: str, package: str = "flyteflows") -> ModuleType:
     if str(FLOWS_ROOT) not in sys.path:
         sys.path.insert(0, str(FLOWS_ROOT))
     return importlib.import_module(f"{package}.{name}")

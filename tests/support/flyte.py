@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-FLOWS_ROOT = Path(__file__).resolve().parents[1] / "flyte"  # `flows` is a package under it
-CHAIN = FLOWS_ROOT / "flows" / "chain.py"
+FLOWS_ROOT = Path(__file__).resolve().parents[1] / "flyte"  # `flyteflows` is a package under it
+CHAIN = FLOWS_ROOT / "flyteflows" / "chain.py"
 
 
 def env(db: Path, work: Path | None = None, **extra: str) -> dict[str, str]:
