@@ -3,8 +3,9 @@ logs, launch plans, quotas, locks, cache, concurrency, plugins) over one runtime
 typed views. The CLI, the Python API, the HTTP API and the web UI are adapters over it."""
 
 from sluice.service.executions import ExecutionFilter, parse_phases
-from sluice.service.facade import RunRequest, Scope, Sluice
+from sluice.service.facade import Sluice
 from sluice.service.inputs import Inputs, InputText
+from sluice.service.requests import RunRequest, Scope
 
 __all__ = [
     "ExecutionFilter",

@@ -8,13 +8,10 @@ same way, so a caller cannot even learn that another project's execution exists.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
-from dataclasses import dataclass, field
 from typing import Any
 
-from sluice.cancellation import wait_event
 from sluice.clock import Clock
 from sluice.concurrency.caps import CapsService
 from sluice.config import Settings
@@ -29,53 +26,31 @@ from sluice.executions.launch import merge_inputs, request_abort
 from sluice.executions.launch_plans import LaunchPlanService
 from sluice.executions.policies import launch_plan_spec
 from sluice.executions.schedules import next_firing
-from sluice.runtime import Runtime, resolve_target
+from sluice.runtime import Runtime
 from sluice.service import convert, inventory, serving, visibility
 from sluice.service import executions as ex
 from sluice.service import logs as task_logs
 from sluice.service import models as m
 from sluice.service.inputs import Inputs, resolve_inputs
-from sluice.service.local import LocalRun, await_decision, drive_here, prepare_launch_plan
+from sluice.service.local import (
+    LocalRun,
+    await_decision,
+    controller_only,
+    drive_here,
+    prepare_launch_plan,
+    until_terminal,
+)
+from sluice.service.requests import RunRequest, Scope
 from sluice.service.targets import launch_plan_of
 from sluice.service.tokens import Tokens
 from sluice.spec.names import check_entity_name, check_scope_name
 from sluice.spec.phases import ExecutionPhase
 from sluice.spec.values import MAX_LIST_LIMIT, check_count
-from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL
 from sluice.store.records import ExecutionRecord, LaunchPlanRecord
 
 DECISION_WAIT = 15.0
 """Seconds `create` waits for the controller's decision about a new execution."""
-_RECHECK = 1.0
-"""Seconds between re-reads of an execution while waiting, should a notification be missed."""
 _NEXT_FIRINGS = 5
-
-
-@dataclass(frozen=True)
-class Scope:
-    """What a caller may see and do: some projects (None: all) and whether it may write."""
-
-    projects: frozenset[str] | None = None
-    read_only: bool = False
-
-    def sees(self, project: str) -> bool:
-        return self.projects is None or project in self.projects
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """A target and its inputs, checked before any store is opened."""
-
-    target: Any
-    values: dict[str, Any]
-    options: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, target: Any, inputs: Inputs, options: dict[str, Any] | None = None) -> RunRequest:
-        workflow, launch_plan = resolve_target(target)
-        values = resolve_inputs(workflow, inputs)
-        merge_inputs(workflow, values, launch_plan)  # every input error, before the store opens
-        return cls(target, values, dict(options or {}))
 
 
 class Sluice:
@@ -262,10 +237,10 @@ class Sluice:
         merge_inputs(workflow, values, spec)  # every input error before anything is written
         runtime = self.runtime
         record = await runtime.launch_spec(workflow, spec, values, project=project, domain=domain)
-        async with drive_here(runtime, record) if wait else _controller_only(runtime, record):
+        async with drive_here(runtime, record) if wait else controller_only(runtime, record):
             record = await await_decision(runtime, record.id, DECISION_WAIT)
             if wait and not record.phase.is_terminal:
-                record = await self._until_terminal(record.id, None)
+                record = await until_terminal(self.runtime, record.id, None)
         return await self._summary(record)
 
     async def abort(
@@ -291,33 +266,10 @@ class Sluice:
             engine = await runtime.engine(only=[record.id])
             await engine.start()
             try:
-                record = await self._until_terminal(record.id, within)
+                record = await until_terminal(self.runtime, record.id, within)
             finally:
                 await engine.stop()
         return await self._summary(record)
-
-    async def _until_terminal(self, execution_id: str, within: float | None) -> ExecutionRecord:
-        """The execution once terminal (its end arrives as a notification, or is re-read
-        every second), or as it is after `within` seconds (None: no limit)."""
-        changed = asyncio.Event()
-
-        def on_change(payload: str) -> None:
-            if payload in (execution_id, WAKE_ALL):
-                changed.set()
-
-        unsubscribe = self.runtime.notifier.subscribe(EXECUTIONS_CHANNEL, on_change)
-        loop = asyncio.get_running_loop()
-        deadline = None if within is None else loop.time() + within
-        try:
-            while True:
-                changed.clear()  # before the read: a change after it sets the event again
-                record = await self._get(execution_id)
-                left = _RECHECK if deadline is None else deadline - loop.time()
-                if record.phase.is_terminal or left <= 0:
-                    return record
-                await wait_event(changed, min(left, _RECHECK))
-        finally:
-            unsubscribe()
 
     async def _get(self, execution_id: str) -> ExecutionRecord:
         async with self.runtime.store.read() as repos:
@@ -456,7 +408,7 @@ class Sluice:
         """Cap the active executions of `PROJECT` or `PROJECT/DOMAIN` (None removes the
         operator cap; a config cap of the same scope applies again)."""
         self._may_write(None)
-        project, domain = _cap_scope(scope)
+        project, domain = inventory.cap_scope(scope)
         caps = CapsService(self.runtime.store, self.runtime.notifier, self.runtime.clock)
         if value is None:
             await caps.unset(project, domain)
@@ -539,21 +491,3 @@ class Sluice:
                 )
             return
         self._may_read(project)
-
-
-@contextlib.asynccontextmanager
-async def _controller_only(runtime: Runtime, record: ExecutionRecord) -> AsyncIterator[None]:
-    from sluice.service.local import controller_if_pending
-
-    async with controller_if_pending(runtime, record):
-        yield
-
-
-def _cap_scope(text: str) -> tuple[str, str]:
-    project, _, domain = text.partition("/")
-    if not project or "/" in domain:
-        raise InvalidArgumentError(f"scope {text!r} is not PROJECT or PROJECT/DOMAIN")
-    check_scope_name(f"scope {text!r}: project", project)
-    if domain:
-        check_scope_name(f"scope {text!r}: domain", domain)
-    return project, domain

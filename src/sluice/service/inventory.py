@@ -15,7 +15,12 @@ from sluice.resources.models import WaiterInfo
 from sluice.service import convert
 from sluice.service import models as m
 from sluice.service.local import controller_live
-from sluice.spec.names import LOCK_PREFIX, check_namespace_name, lock_name_problem
+from sluice.spec.names import (
+    LOCK_PREFIX,
+    check_namespace_name,
+    check_scope_name,
+    lock_name_problem,
+)
 from sluice.store.migrate import head_revision
 from sluice.store.records import NodeRecord
 from sluice.store.store import Repos
@@ -235,3 +240,14 @@ async def readiness(runtime: Runtime) -> m.Health:
     except StoreError as exc:
         return m.Health(ok=False, database=db.dialect, detail=str(exc))
     return m.Health(ok=True, database=db.dialect, schema_revision=head_revision())
+
+
+def cap_scope(text: str) -> tuple[str, str]:
+    """`PROJECT` or `PROJECT/DOMAIN` as (project, domain); InvalidArgumentError naming it."""
+    project, _, domain = text.partition("/")
+    if not project or "/" in domain:
+        raise InvalidArgumentError(f"scope {text!r} is not PROJECT or PROJECT/DOMAIN")
+    check_scope_name(f"scope {text!r}: project", project)
+    if domain:
+        check_scope_name(f"scope {text!r}: domain", domain)
+    return project, domain

@@ -133,12 +133,6 @@ class LocalRun:
             runtime.store, runtime.notifier, runtime.clock, self.execution_id, reason
         )
 
-    async def wait_until(self, seconds: float) -> ExecutionRecord:
-        """The execution once terminal, or as it is after `seconds`."""
-        with contextlib.suppress(TimeoutError):
-            return await asyncio.wait_for(self.wait(), seconds)
-        return await _read(self._runtime, self.execution_id)
-
 
 async def wait_for_end(runtime: Runtime, engine: Engine, execution_id: str) -> ExecutionRecord:
     """Until the execution is terminal: driven there by `engine`, or ended without any
@@ -198,3 +192,23 @@ async def _read(runtime: Runtime, execution_id: str) -> ExecutionRecord:
     if record is None:
         raise NotFoundError(f"execution {execution_id!r} does not exist")
     return record
+
+
+@contextlib.asynccontextmanager
+async def controller_only(runtime: Runtime, record: ExecutionRecord) -> AsyncIterator[None]:
+    """A controller candidate for the block when `record` is PENDING (no engine)."""
+    async with controller_if_pending(runtime, record):
+        yield
+
+
+async def until_terminal(
+    runtime: Runtime, execution_id: str, within: float | None
+) -> ExecutionRecord:
+    """The execution once terminal (its end arrives as a notification, or is re-read every
+    second), or as it is after `within` seconds (None: no limit)."""
+    terminal = watch(runtime, execution_id, lambda record: record.phase.is_terminal)
+    if within is None:
+        return await terminal
+    with contextlib.suppress(TimeoutError):
+        return await asyncio.wait_for(terminal, within)
+    return await _read(runtime, execution_id)

@@ -23,7 +23,7 @@ from sluice.store.tokens import TokenRecord, TokenRepository
 
 if TYPE_CHECKING:
     from sluice.runtime import Runtime
-    from sluice.service.facade import Scope
+    from sluice.service.requests import Scope
 
 PREFIX = "sluice"
 _ID_BYTES, _SECRET_BYTES = 8, 32
@@ -112,7 +112,7 @@ class Tokens:
     async def authenticate(self, token: str) -> Scope | None:
         """The scope a live token grants, or None for anything else (unknown, revoked,
         malformed): callers answer all of them the same, so none can be told apart."""
-        from sluice.service.facade import Scope
+        from sluice.service.requests import Scope
 
         parts = _split(token)
         if parts is None:
