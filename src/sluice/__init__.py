@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sluice.errors import SluiceError
+    from sluice.sdk.dynamic import DynamicDef, dynamic
     from sluice.sdk.launch_plan import LaunchPlan
+    from sluice.sdk.map import MapTask, map
     from sluice.sdk.task import Cache, Locks, TaskDef, task
     from sluice.sdk.workflow import WorkflowDef, workflow
     from sluice.spec.models import ConcurrencyBehavior, ConcurrencyPolicy, Quota, Schedule
@@ -22,6 +24,10 @@ __version__ = "0.1.0"
 _LAZY = {
     "SluiceError": "sluice.errors",
     "LaunchPlan": "sluice.sdk.launch_plan",
+    "DynamicDef": "sluice.sdk.dynamic",
+    "dynamic": "sluice.sdk.dynamic",
+    "MapTask": "sluice.sdk.map",
+    "map": "sluice.sdk.map",
     "Cache": "sluice.sdk.task",
     "Locks": "sluice.sdk.task",
     "TaskDef": "sluice.sdk.task",
@@ -66,16 +72,20 @@ __all__ = [
     "ConcurrencyBehavior",
     "ConcurrencyPolicy",
     "Directory",
+    "DynamicDef",
     "File",
     "LaunchPlan",
     "Locks",
+    "MapTask",
     "Quota",
     "Schedule",
     "SluiceError",
     "TaskDef",
     "WorkflowDef",
     "__version__",
+    "dynamic",
     "main",
+    "map",
     "run",
     "task",
     "workflow",

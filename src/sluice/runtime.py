@@ -34,6 +34,7 @@ from sluice.plugins.core.context import SetupContext
 from sluice.plugins.core.plugin import PluginEntry, validate_task
 from sluice.plugins.core.registry import PluginRegistry, discover_entry_points
 from sluice.resources import QuotaManager
+from sluice.spec.compound import plugin_tasks
 from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
 from sluice.store.database import parse_database_url
 from sluice.store.notify import Notifier
@@ -283,7 +284,7 @@ class Runtime:
         registered plugins) or InvalidPluginConfigError before anything is written."""
         registry = await self.load_plugins()
         overrides = (options or {}).get("plugin_overrides", {})
-        for task in workflow.tasks.values():
+        for task in plugin_tasks(workflow.tasks.values()):
             validate_task(registry.resolve(task.type, overrides.get(task.type, ())), task)
 
     async def close(self) -> None:

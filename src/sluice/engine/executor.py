@@ -10,12 +10,14 @@ from sluice.cancellation import reraise_cancellation
 from sluice.engine.bindings import resolve, resolve_inputs
 from sluice.engine.cache_gate import NO_CACHE
 from sluice.engine.claims import NO_CLAIMS
+from sluice.engine.compound import CompoundNodes
 from sluice.engine.handler import TaskHandler
 from sluice.engine.services import EngineServices, NodeAdmission, NodeCache, NodeClaims
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import InputError
 from sluice.faults import crash_point
 from sluice.plugins.core.phase import PhaseInfo
+from sluice.spec.compound import is_compound
 from sluice.spec.phases import ExecutionPhase, NodePhase
 from sluice.store.notify import EXECUTIONS_CHANNEL, Notifier
 from sluice.store.records import EventRecord
@@ -43,6 +45,7 @@ class ExecutionDriver:
         self.store = store
         self.notifier = notifier
         self.handler = TaskHandler(services, scheduling, cache, claims)
+        self.compound = CompoundNodes(self.handler)
         self._steps = asyncio.Semaphore(64)
 
     async def reconcile(self, ex: ExecutionState) -> None:
@@ -96,7 +99,9 @@ class ExecutionDriver:
         before = node.record.phase
         if before is NodePhase.NOT_STARTED and not self._start(ex, node):
             return
-        if node.record.phase is NodePhase.RUNNING:
+        if node.record.phase is NodePhase.RUNNING and is_compound(node.task):
+            await self.compound.step(ex, node)
+        elif node.record.phase is NodePhase.RUNNING:
             async with self._steps:
                 await self.handler.step(ex, node)
         if node.record.phase.is_terminal and not before.is_terminal:
@@ -140,7 +145,8 @@ class ExecutionDriver:
             if node.record.phase is NodePhase.SUCCEEDED:
                 ex.nodes[child].waiting_on.discard(node.id)
             ex.todo.add(child)
-        if node.record.phase is NodePhase.FAILED and not ex.record.phase.is_terminal:
+        failed = node.record.phase is NodePhase.FAILED and node.parent is None  # else its parent's
+        if failed and not ex.record.phase.is_terminal:
             self._set_phase(ex, ExecutionPhase.FAILING, reason=f"node {node.id!r} failed")
 
     async def _stop_all(self, ex: ExecutionState) -> None:
@@ -152,11 +158,12 @@ class ExecutionDriver:
     def _complete_if_done(self, ex: ExecutionState) -> None:
         if ex.record.phase.is_terminal or not ex.all_terminal():
             return
+        top = [n for n in ex.nodes.values() if n.parent is None]  # children count in their parent
         failed = sorted(
-            (n for n in ex.nodes.values() if n.record.phase is NodePhase.FAILED),
+            (n for n in top if n.record.phase is NodePhase.FAILED),
             key=lambda n: n.record.ended_at or 0,
         )
-        aborted = any(n.record.phase is NodePhase.ABORTED for n in ex.nodes.values())
+        aborted = any(n.record.phase is NodePhase.ABORTED for n in top)
         if failed:
             error = {"node": failed[0].id, **(failed[0].record.error or {})}
             self._set_phase(ex, ExecutionPhase.FAILED, error=error)
@@ -210,12 +217,15 @@ class ExecutionDriver:
         async with self.store.write() as repos:
             if not await repos.executions.hold(ex.id, self.s.engine_id, until):
                 raise LostOwnership(ex.id)
-            changed = [ex.nodes[node_id].record for node_id in sorted(ex.changed)]
-            if not await repos.nodes.update_many(changed):
+            changed = [ex.nodes[node_id] for node_id in sorted(ex.changed)]
+            await repos.nodes.insert_many([n.record for n in changed if not n.stored])
+            if not await repos.nodes.update_many([n.record for n in changed if n.stored]):
                 raise LostOwnership(f"{ex.id}: a node was changed by another engine")
             await repos.events.append(ex.events)
             if ex.execution_changed:
                 await self._write_phase(repos, ex)
+        for node_id in ex.changed:
+            ex.nodes[node_id].stored = True
         ex.changed.clear()
         ex.events.clear()
         ex.execution_changed = False

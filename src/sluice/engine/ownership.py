@@ -15,6 +15,7 @@ import socket
 from collections.abc import Collection
 
 from sluice.cancellation import reraise_cancellation
+from sluice.engine.compound import restore as restore_children
 from sluice.engine.services import EngineServices
 from sluice.engine.state import ExecutionState
 from sluice.ids import instance_pid
@@ -138,7 +139,9 @@ class Ownership:
                 return None
             workflow = await self._workflow(repos, record)
             nodes = await repos.nodes.list(execution_id)
-        return ExecutionState.build(record, workflow, nodes)
+        state = ExecutionState.build(record, workflow, nodes)
+        restore_children(state, nodes)
+        return state
 
     async def _workflow(self, repos: Repos, record: ExecutionRecord) -> WorkflowSpec:
         key = (record.project, record.domain, record.workflow_key)

@@ -37,6 +37,12 @@ class NodeState:
     """This engine launched the in-flight attempt itself, or has checked (since loading it, or
     since a renewal said a token lapsed) that the attempt still holds its tokens, locks and
     reservation. An unverified in-flight attempt is re-verified before any plugin call."""
+    parent: str | None = None
+    """The compound node (map, dynamic) that created this node at run time, if any."""
+    children: list[str] = field(default_factory=list)
+    """Of a compound node: the nodes it created, in creation order."""
+    stored: bool = True
+    """The store has this node's row (a child created at run time has none until persisted)."""
 
     @property
     def id(self) -> str:

@@ -1,0 +1,141 @@
+"""Compound nodes: a node whose work is a set of child nodes created when it runs.
+
+Two kinds, both named by the node's task type:
+- `map` (Flyte's map_task): one child per item of a list input, `{node}[{index}]`, each an
+  ordinary node of the mapped task (its own attempts, cache entry, quotas and locks). The
+  map task's `custom` holds the mapped task's spec and the map's options (MapOptions).
+- `dynamic` (Flyte's @dynamic): a child `{node}:build` runs the function, which returns a
+  workflow built from its inputs; that workflow's nodes then run as children `{node}.{id}`.
+
+Children are never in the WorkflowSpec: they are derived from the parent's inputs (map) or
+from the build child's outputs (dynamic), so the store keeps one row per started child and
+nothing else. Functions here are pure: the engine and the service both use them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from pydantic import Field
+
+from sluice.errors import DefinitionError
+from sluice.spec.models import Binding, Interface, NodeSpec, SpecModel, TaskSpec, WorkflowSpec
+from sluice.spec.types import JSON
+
+MAP_TYPE = "map"
+DYNAMIC_TYPE = "dynamic"
+COMPOUND_TYPES = frozenset({MAP_TYPE, DYNAMIC_TYPE})
+BUILD_SUFFIX = ":build"
+BUILD_OUTPUT = "workflow"
+
+
+class MapOptions(SpecModel):
+    """What a map task's `custom` holds: the mapped task and how its items run."""
+
+    task: TaskSpec
+    item_input: str
+    concurrency: int | None = Field(default=None, ge=1)
+    min_success_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+
+
+def is_compound(task: TaskSpec) -> bool:
+    return task.type in COMPOUND_TYPES
+
+
+def plugin_tasks(tasks: Iterable[TaskSpec]) -> Iterator[TaskSpec]:
+    """The tasks a plugin runs: a map's mapped task and a dynamic task's build task in place
+    of the compound ones."""
+    for task in tasks:
+        if task.type == MAP_TYPE:
+            yield from plugin_tasks([map_options(task).task])
+        elif task.type == DYNAMIC_TYPE:
+            yield build_task(task)
+        else:
+            yield task
+
+
+def map_options(task: TaskSpec) -> MapOptions:
+    return MapOptions.model_validate(task.custom)
+
+
+def required_successes(total: int, ratio: float) -> int:
+    """How many of `total` items must succeed for a map node to succeed."""
+    return min(total, math.ceil(total * ratio - 1e-9))
+
+
+def map_child_id(parent: str, index: int) -> str:
+    return f"{parent}[{index}]"
+
+
+def map_child_spec(
+    parent: NodeSpec, options: MapOptions, inputs: dict[str, Any], index: int
+) -> NodeSpec:
+    """The node of item `index`: the mapped task on that item and the fixed inputs."""
+    bound = {
+        name: Binding(kind="constant", value=value[index] if name == options.item_input else value)
+        for name, value in inputs.items()
+    }
+    return NodeSpec(id=map_child_id(parent.id, index), task=options.task.key, inputs=bound)
+
+
+def build_task(dynamic: TaskSpec) -> TaskSpec:
+    """The python task that runs a dynamic task's function: same inputs, one JSON output (the
+    workflow it built)."""
+    interface = Interface(inputs=dynamic.interface.inputs, outputs={BUILD_OUTPUT: JSON})
+    return dynamic.model_copy(update={"type": "python", "interface": interface})
+
+
+def build_child_spec(parent: NodeSpec, dynamic: TaskSpec, inputs: dict[str, Any]) -> NodeSpec:
+    """The node that runs a dynamic task's function on the parent's inputs."""
+    bound = {name: Binding(kind="constant", value=value) for name, value in inputs.items()}
+    return NodeSpec(id=parent.id + BUILD_SUFFIX, task=build_task(dynamic).key, inputs=bound)
+
+
+def built_workflow(outputs: dict[str, Any] | None, where: str) -> WorkflowSpec:
+    """The workflow a dynamic task's build child returned, validated."""
+    from sluice.spec.validate import validate_workflow
+
+    raw = (outputs or {}).get(BUILD_OUTPUT)
+    try:
+        spec = WorkflowSpec.model_validate(raw)
+    except ValueError as exc:
+        raise DefinitionError(
+            f"{where}: the dynamic task returned no valid workflow: {exc}"
+        ) from None
+    validate_workflow(spec)
+    return spec
+
+
+def dynamic_child_id(parent: str, node_id: str) -> str:
+    return f"{parent}.{node_id}"
+
+
+def rebase(binding: Binding, parent: str) -> Binding:
+    """A binding of the built workflow, its node references under the parent's prefix."""
+    if binding.kind == "output":
+        return binding.model_copy(update={"node": dynamic_child_id(parent, binding.node)})
+    if binding.kind in ("list", "dict"):
+        return binding.model_copy(update={"items": tuple(rebase(i, parent) for i in binding.items)})
+    return binding
+
+
+def dynamic_child_specs(parent: str, built: WorkflowSpec) -> list[NodeSpec]:
+    return [
+        NodeSpec(
+            id=dynamic_child_id(parent, node.id),
+            task=node.task,
+            inputs={k: rebase(b, parent) for k, b in node.inputs.items()},
+            upstream=tuple(dynamic_child_id(parent, u) for u in node.upstream),
+        )
+        for node in built.nodes
+    ]
+
+
+def parent_of(node_id: str, known: set[str] | frozenset[str]) -> str | None:
+    """The compound node a child id belongs to, the longest known prefix; None for none."""
+    for cut in range(len(node_id) - 1, 0, -1):
+        if node_id[cut] in "[.:" and node_id[:cut] in known:
+            return node_id[:cut]
+    return None
