@@ -56,7 +56,7 @@ class CompoundNodes:
         need = c.required_successes(total, options.min_success_ratio)
         if (ended - ok) > total - need:
             why = f"{ended - ok} of {total} items failed; {need} must succeed"
-            await self._fail(ex, node, "MapItemsFailed", why)
+            await self._fail(ex, node, "MapItemsFailed", why + _first_failure(children))
             return
         limit = options.concurrency or total
         while len(children) - ended < limit and len(children) < total:
@@ -140,6 +140,15 @@ class CompoundNodes:
         phase = NodePhase.SUCCEEDED if info.phase is Phase.SUCCESS else NodePhase.FAILED
         lifecycle.end(node, phase, self.handler.s.clock.now())
         ex.mark_changed(node)
+
+
+def _first_failure(children: list[NodeState]) -> str:
+    """'; first: NODE: last line of its error', naming why the first failed item failed."""
+    for child in children:
+        if child.record.phase is not NodePhase.SUCCEEDED and child.record.phase.is_terminal:
+            lines = str((child.record.error or {}).get("message", "")).strip().splitlines()
+            return f"; first: {child.id}: {lines[-1] if lines else child.record.phase.value}"
+    return ""
 
 
 async def stop(handler: TaskHandler, ex: ExecutionState, node: NodeState, reason: str) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from sluice.plugins.core.phase import Phase
 from sluice.resources.models import NamespaceSnapshot
 from sluice.service import models as m
-from sluice.spec.models import NodeSpec, WorkflowSpec
+from sluice.spec.models import NodeSpec, TaskSpec, WorkflowSpec
 from sluice.spec.phases import NodePhase
 from sluice.spec.validate import dependencies
 from sluice.store.records import EventRecord, ExecutionRecord, LaunchPlanRecord, NodeRecord
@@ -82,11 +82,17 @@ def node_execution(
     spec: NodeSpec | None,
     events: Iterable[EventRecord],
     log_bytes: Mapping[int, int] | None = None,
+    *,
+    task: TaskSpec | None = None,
+    parent: str | None = None,
 ) -> m.NodeExecution:
-    task = workflow.tasks.get(spec.task) if workflow and spec else None
+    """A node's view; `task` and `parent` for a child a compound node created at run time."""
+    if task is None:
+        task = workflow.tasks.get(spec.task) if workflow and spec else None
     return m.NodeExecution(
         node=node.node_id,
         task=task.name if task else "",
+        parent=parent,
         phase=node.phase.value,
         task_phase=node_phase_label(node),
         attempt=node.attempt + 1,

@@ -111,6 +111,8 @@ class Wait(View):
 class NodeExecution(View):
     node: str
     task: str
+    parent: str | None = None
+    """The map or dynamic node that created this one when it ran (None for a workflow's own)."""
     phase: str
     task_phase: str
     """What the node is doing now: the plugin's phase while RUNNING, else the node's phase."""

@@ -15,7 +15,7 @@ nothing else. Functions here are pure: the engine and the service both use them.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from pydantic import Field
@@ -139,3 +139,47 @@ def parent_of(node_id: str, known: set[str] | frozenset[str]) -> str | None:
         if node_id[cut] in "[.:" and node_id[:cut] in known:
             return node_id[:cut]
     return None
+
+
+StoredNode = tuple[dict[str, Any] | None, dict[str, Any] | None]
+"""A stored node's (inputs, outputs)."""
+
+
+def node_order(
+    workflow: WorkflowSpec, stored: Mapping[str, StoredNode]
+) -> list[tuple[str, str | None, TaskSpec | None]]:
+    """(node id, parent id, task) of the workflow's nodes, each compound node followed by
+    the children it created (those in `stored`), for showing an execution."""
+    found: list[tuple[str, str | None, TaskSpec | None]] = []
+
+    def visit(node_id: str, parent: str | None, task: TaskSpec | None) -> None:
+        found.append((node_id, parent, task))
+        if task is not None and is_compound(task) and node_id in stored:
+            for child_id, child_task in _stored_children(node_id, task, stored):
+                visit(child_id, node_id, child_task)
+
+    for node in workflow.nodes:
+        visit(node.id, None, workflow.tasks.get(node.task))
+    return found
+
+
+def _stored_children(
+    node_id: str, task: TaskSpec, stored: Mapping[str, StoredNode]
+) -> Iterator[tuple[str, TaskSpec]]:
+    if task.type == MAP_TYPE:
+        inner, index = map_options(task).task, 0
+        while map_child_id(node_id, index) in stored:
+            yield map_child_id(node_id, index), inner
+            index += 1
+        return
+    build_id = node_id + BUILD_SUFFIX
+    if build_id not in stored:
+        return
+    yield build_id, build_task(task)
+    try:
+        built = built_workflow(stored[build_id][1], node_id)
+    except DefinitionError:
+        return
+    for spec in dynamic_child_specs(node_id, built):
+        if spec.id in stored:
+            yield spec.id, built.tasks[spec.task]

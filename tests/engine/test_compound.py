@@ -1,0 +1,179 @@
+"""Map tasks and dynamic workflows in the engine: children created at run time, each an
+ordinary node (attempts, cache, quotas), the parent's bound and success ratio, the outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from sluice.runtime import Runtime
+from sluice.sdk.loader import load_module
+from sluice.spec.phases import ExecutionPhase, NodePhase
+from sluice.store.records import NodeRecord
+from support.engine import fast_settings, run
+
+COMPOUND_FLOWS = Path(__file__).parent / "compound_flows.py"
+
+
+@pytest.fixture
+def cf() -> ModuleType:
+    return load_module("compound_flows", str(COMPOUND_FLOWS))
+
+
+@pytest.fixture
+async def wide(sqlite_url: str) -> Runtime:
+    rt = await Runtime.open(fast_settings(sqlite_url, workers=4))
+    yield rt  # type: ignore[misc]
+    await rt.close()
+
+
+def runs(directory: Path, name: str) -> int:
+    path = directory / f"{name}.count"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def max_overlap(nodes: Iterable[NodeRecord]) -> int:
+    """The most children active at once, from their stored start and end times."""
+    edges = []
+    for n in nodes:
+        assert n.started_at is not None and n.ended_at is not None, n.node_id
+        edges += [(n.started_at, 1), (n.ended_at, -1)]
+    active = peak = 0
+    for _, step in sorted(edges, key=lambda e: (e[0], e[1])):
+        active += step
+        peak = max(peak, active)
+    return peak
+
+
+def children(nodes: dict[str, NodeRecord], parent: str) -> list[NodeRecord]:
+    return [n for k, n in nodes.items() if k.startswith(parent + "[")]
+
+
+async def test_map_runs_each_item_once_under_its_bound(
+    wide: Runtime, cf: ModuleType, tmp_path: Path
+) -> None:
+    xs = list(range(8))
+    result = await run(wide, cf.mapped, xs=xs, directory=str(tmp_path), delay=0.2)
+    assert result.record.phase is ExecutionPhase.SUCCEEDED, result.record.error
+    assert result.record.outputs == {"o0": [x * x for x in xs]}
+    items = children(result.nodes, "map_work")
+    assert sorted(n.node_id for n in items) == sorted(f"map_work[{i}]" for i in xs)
+    assert all(runs(tmp_path, f"item{x}") == 1 for x in xs)
+    assert max_overlap(items) == 3, "at most 3 items at once, and the bound was reached"
+
+
+async def test_map_output_feeds_a_downstream_task(
+    runtime: Runtime, cf: ModuleType, tmp_path: Path
+) -> None:
+    result = await run(runtime, cf.mapped_then_total, xs=[1, 2, 3], directory=str(tmp_path))
+    assert result.record.outputs == {"o0": 14}
+    assert result.nodes["total"].inputs == {"values": [1, 4, 9]}
+
+
+async def test_map_of_an_empty_list_succeeds_with_an_empty_list(
+    runtime: Runtime, cf: ModuleType, tmp_path: Path
+) -> None:
+    result = await run(runtime, cf.mapped, xs=[], directory=str(tmp_path))
+    assert result.record.phase is ExecutionPhase.SUCCEEDED
+    assert result.record.outputs == {"o0": []}
+    assert list(result.nodes) == ["map_work"]
+
+
+async def test_a_failed_item_fails_the_map_and_the_execution_at_ratio_one(
+    runtime: Runtime, cf: ModuleType, tmp_path: Path
+) -> None:
+    result = await run(runtime, cf.mapped, xs=[1, -2, 3, 4, 5, 6], directory=str(tmp_path))
+    assert result.record.phase is ExecutionPhase.FAILED
+    error = result.record.error or {}
+    assert error["node"] == "map_work" and "1 of 6 items failed" in error["message"]
+    assert result.nodes["map_work[1]"].phase is NodePhase.FAILED
+    assert not any(n.phase is NodePhase.RUNNING for n in result.nodes.values())
+
+
+async def test_below_ratio_one_failed_items_are_none(
+    runtime: Runtime, cf: ModuleType, tmp_path: Path
+) -> None:
+    result = await run(runtime, cf.tolerant_raw, xs=[1, -2, 3, -4], directory=str(tmp_path))
+    assert result.record.phase is ExecutionPhase.SUCCEEDED, result.record.error
+    assert result.record.outputs == {"o0": [1, None, 9, None]}
+    downstream = await run(runtime, cf.tolerant, xs=[1, -2, 3, 4], directory=str(tmp_path))
+    assert downstream.record.outputs == {"o0": 3}
+
+
+async def test_too_many_failures_fail_the_map_below_ratio_one(
+    runtime: Runtime, cf: ModuleType, tmp_path: Path
+) -> None:
+    result = await run(runtime, cf.tolerant, xs=[-1, -2, -3, 4], directory=str(tmp_path))
+    assert result.record.phase is ExecutionPhase.FAILED
+    assert "of 4 items failed; 2 must succeed" in (result.record.error or {})["message"]
+    assert result.nodes["count_present"].phase is NodePhase.SKIPPED
+
+
+async def test_a_cached_item_is_not_run_again(
+    runtime: Runtime, cf: ModuleType, tmp_path: Path
+) -> None:
+    first = await run(runtime, cf.cached_map, xs=[1, 2], directory=str(tmp_path))
+    second = await run(runtime, cf.cached_map, xs=[1, 2, 3], directory=str(tmp_path))
+    assert second.record.outputs == {"o0": [101, 102, 103]}
+    assert first.record.outputs == {"o0": [101, 102]}
+    statuses = [second.nodes[f"map_cached_work[{i}]"].cache_status.value for i in range(3)]
+    assert statuses == ["HIT", "HIT", "POPULATED"]
+    assert [runs(tmp_path, f"cached{x}") for x in (1, 2, 3)] == [1, 1, 1]
+
+
+async def test_dynamic_builds_and_runs_its_workflow(
+    runtime: Runtime, cf: ModuleType, tmp_path: Path
+) -> None:
+    result = await run(runtime, cf.dynamic_fan, n=3, directory=str(tmp_path))
+    assert result.record.phase is ExecutionPhase.SUCCEEDED, result.record.error
+    assert result.record.outputs == {"o0": 0 + 1 + 4}
+    assert set(result.nodes) == {
+        "fan",
+        "fan:build",
+        "fan.work",
+        "fan.work-2",
+        "fan.work-3",
+        "fan.total",
+    }
+    assert result.nodes["fan.total"].inputs == {"values": [0, 1, 4]}
+    assert runs(tmp_path, "build") == 1
+
+
+async def test_a_failed_node_of_a_dynamic_workflow_fails_the_execution(
+    runtime: Runtime, cf: ModuleType, tmp_path: Path
+) -> None:
+    result = await run(runtime, cf.dynamic_map, xs=[0, -3], directory=str(tmp_path))
+    assert result.record.phase is ExecutionPhase.FAILED
+    assert (result.record.error or {})["node"] == "nested"
+    assert "negative item -2" in (result.record.error or {})["message"]
+    assert result.nodes["total"].phase is NodePhase.SKIPPED
+
+
+async def test_a_map_inside_a_dynamic_workflow(
+    runtime: Runtime, cf: ModuleType, tmp_path: Path
+) -> None:
+    result = await run(runtime, cf.dynamic_map, xs=[1, 2, 3], directory=str(tmp_path))
+    assert result.record.phase is ExecutionPhase.SUCCEEDED, result.record.error
+    assert result.record.outputs == {"o0": 4 + 9 + 16}
+    assert {"nested.map_work[0]", "nested.map_work[2]"} <= set(result.nodes)
+
+
+async def test_children_are_shown_after_their_parent(
+    runtime: Runtime, cf: ModuleType, tmp_path: Path
+) -> None:
+    from sluice.service.facade import Sluice
+
+    result = await run(runtime, cf.dynamic_map, xs=[5], directory=str(tmp_path))
+    service = Sluice(runtime)
+    shown = await service.execution(result.record.id)
+    rows = [(n.node, n.parent, n.task.rpartition(".")[2]) for n in shown.nodes]
+    assert rows == [
+        ("nested", None, "nested"),
+        ("nested:build", "nested", "nested"),
+        ("nested.map_work", "nested", "map_work"),
+        ("nested.map_work[0]", "nested.map_work", "work"),
+        ("total", None, "total"),
+    ]
