@@ -20,3 +20,8 @@ def chatty(i: int, lines: int) -> int:
     for n in range(lines):
         print(f"task {i} says line {n} of its output")
     return i
+
+
+@sluice.task(cache=sluice.Cache(version="1"))
+def cached_noop(i: int) -> int:
+    return i

@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
     [
         ("partitions.py", '"o0": "a: rewrote [1, 2]\\nb: rewrote [2, 3]'),
         ("http_job.py", 'outputs: {"o0": 20}'),
+        ("map_task.py", 'outputs: {"o0": 104}'),
+        ("dynamic.py", 'outputs: {"o0": "3 shards, total 10"}'),
     ],
 )
 def test_example_runs(tmp_path: Path, script: str, expected: str) -> None:

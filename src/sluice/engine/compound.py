@@ -15,6 +15,7 @@ the build child's outputs (dynamic) when an engine loads the execution (`restore
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.engine import lifecycle
@@ -50,23 +51,23 @@ class CompoundNodes:
         options = c.map_options(node.task)
         inputs = node.record.inputs or {}
         total = len(inputs[options.item_input])
-        children = [ex.nodes[i] for i in node.children]
-        ok = sum(1 for n in children if n.record.phase is NodePhase.SUCCEEDED)
-        ended = sum(1 for n in children if n.record.phase.is_terminal)
+        tally = _tally(ex, node)
         need = c.required_successes(total, options.min_success_ratio)
-        if (ended - ok) > total - need:
-            why = f"{ended - ok} of {total} items failed; {need} must succeed"
+        if tally.failed > total - need:
+            why = f"{tally.failed} of {total} items failed; {need} must succeed"
+            children = [ex.nodes[i] for i in node.children]
             await self._fail(ex, node, "MapItemsFailed", why + _first_failure(children))
             return
         limit = options.concurrency or total
-        while len(children) - ended < limit and len(children) < total:
-            spec = c.map_child_spec(node.spec, options, inputs, len(children))
-            children.append(add_child(ex, node, spec, options.task))
-        if ended == total:
-            self._succeed_map(ex, node, children)
+        while len(tally.active) < limit and len(node.children) < total:
+            spec = c.map_child_spec(node.spec, options, inputs, len(node.children))
+            tally.active.add(add_child(ex, node, spec, options.task).id)
+        if tally.ok + tally.failed == total:
+            self._succeed_map(ex, node, [ex.nodes[i] for i in node.children])
             return
-        running = len(children) - ended
-        reason = f"{ok}/{total} items succeeded, {ended - ok} failed, {running} active"
+        reason = (
+            f"{tally.ok}/{total} items succeeded, {tally.failed} failed, {len(tally.active)} active"
+        )
         self.handler.record(ex, node, PhaseInfo.running(0, reason))
 
     def _succeed_map(self, ex: ExecutionState, node: NodeState, children: list[NodeState]) -> None:
@@ -140,6 +141,30 @@ class CompoundNodes:
         phase = NodePhase.SUCCEEDED if info.phase is Phase.SUCCESS else NodePhase.FAILED
         lifecycle.end(node, phase, self.handler.s.clock.now())
         ex.mark_changed(node)
+
+
+@dataclass
+class _Tally:
+    """A map node's children: how many succeeded, how many ended otherwise, which are active."""
+
+    ok: int = 0
+    failed: int = 0
+    active: set[str] = field(default_factory=set)
+
+
+def _tally(ex: ExecutionState, node: NodeState) -> _Tally:
+    """The node's tally, brought up to date by looking at its active children only (all of
+    them the first time, e.g. after an engine loaded the execution)."""
+    tally = node.tally
+    if not isinstance(tally, _Tally):
+        tally = node.tally = _Tally(active=set(node.children))
+    for child_id in [i for i in tally.active if ex.nodes[i].record.phase.is_terminal]:
+        tally.active.discard(child_id)
+        if ex.nodes[child_id].record.phase is NodePhase.SUCCEEDED:
+            tally.ok += 1
+        else:
+            tally.failed += 1
+    return tally
 
 
 def _first_failure(children: list[NodeState]) -> str:

@@ -41,6 +41,9 @@ class NodeState:
     """The compound node (map, dynamic) that created this node at run time, if any."""
     children: list[str] = field(default_factory=list)
     """Of a compound node: the nodes it created, in creation order."""
+    tally: Any = None
+    """Of a map node: how its children stand (engine/compound.py), kept so a step looks at
+    the active children only."""
     stored: bool = True
     """The store has this node's row (a child created at run time has none until persisted)."""
 
