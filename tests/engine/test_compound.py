@@ -177,3 +177,6 @@ async def test_children_are_shown_after_their_parent(
         ("nested.map_work[0]", "nested.map_work", "work"),
         ("total", None, "total"),
     ]
+    depends = {n.node: n.depends_on for n in shown.nodes}
+    assert depends["nested.map_work[0]"] == ["nested.map_work"]
+    assert depends["nested.map_work"] == ["nested:build"] and depends["total"] == ["nested"]

@@ -8,7 +8,8 @@ from typing import Any
 from sluice.plugins.core.phase import Phase
 from sluice.resources.models import NamespaceSnapshot
 from sluice.service import models as m
-from sluice.spec.models import NodeSpec, TaskSpec, WorkflowSpec
+from sluice.spec.compound import ShownNode
+from sluice.spec.models import NodeSpec, WorkflowSpec
 from sluice.spec.phases import NodePhase
 from sluice.spec.validate import dependencies
 from sluice.store.records import EventRecord, ExecutionRecord, LaunchPlanRecord, NodeRecord
@@ -83,23 +84,24 @@ def node_execution(
     events: Iterable[EventRecord],
     log_bytes: Mapping[int, int] | None = None,
     *,
-    task: TaskSpec | None = None,
-    parent: str | None = None,
+    child: ShownNode | None = None,
 ) -> m.NodeExecution:
-    """A node's view; `task` and `parent` for a child a compound node created at run time."""
-    if task is None:
-        task = workflow.tasks.get(spec.task) if workflow and spec else None
+    """A node's view; `child` for a node a compound node created at run time."""
+    task = workflow.tasks.get(spec.task) if workflow and spec else None
+    depends_on = sorted(dependencies(spec)) if spec else []
+    if child is not None:
+        task, depends_on = child.task, list(child.depends_on)
     return m.NodeExecution(
         node=node.node_id,
         task=task.name if task else "",
-        parent=parent,
+        parent=child.parent if child else None,
         phase=node.phase.value,
         task_phase=node_phase_label(node),
         attempt=node.attempt + 1,
         reason=node.reason,
         cache_status=node.cache_status.value,
         reservation_status=node.reservation_status.value,
-        depends_on=sorted(dependencies(spec)) if spec else [],
+        depends_on=depends_on,
         inputs=node.inputs,
         outputs=node.outputs,
         error=node.error,

@@ -14,8 +14,7 @@ from sluice.errors import InvalidArgumentError, NotFoundError
 from sluice.logs import index as log_index
 from sluice.service import convert
 from sluice.service import models as m
-from sluice.spec.compound import node_order
-from sluice.spec.models import TaskSpec
+from sluice.spec.compound import ShownNode, node_order
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.records import EventRecord, ExecutionRecord
 from sluice.store.store import Repos
@@ -137,9 +136,7 @@ async def detail(
     nodes = {n.node_id: n for n in await repos.nodes.list(record.id)}
     specs = {n.id: n for n in workflow.nodes} if workflow else {}
     stored = {node_id: (n.inputs, n.outputs) for node_id, n in nodes.items()}
-    order: list[tuple[str, str | None, TaskSpec | None]] = (
-        node_order(workflow, stored) if workflow else [(n, None, None) for n in sorted(nodes)]
-    )
+    shown = node_order(workflow, stored) if workflow else [ShownNode(n) for n in sorted(nodes)]
     events = await repos.events.list(record.id)
     by_node: dict[str, list[EventRecord]] = {}
     for e in events:
@@ -147,16 +144,15 @@ async def detail(
     sizes = await _log_bytes(repos, record.id)
     views = [
         convert.node_execution(
-            nodes[node_id],
+            nodes[node.id],
             workflow,
-            specs.get(node_id),
-            by_node.get(node_id, []),
-            {a: b for (n, a), b in sizes.items() if n == node_id},
-            task=task,
-            parent=parent,
+            specs.get(node.id),
+            by_node.get(node.id, []),
+            {a: b for (n, a), b in sizes.items() if n == node.id},
+            child=node if node.parent else None,
         )
-        for node_id, parent, task in order
-        if node_id in nodes
+        for node in shown
+        if node.id in nodes
     ]
     positions = await pending_positions(repos, [record])
     return convert.execution(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
@@ -23,6 +24,7 @@ from pydantic import Field
 from sluice.errors import DefinitionError
 from sluice.spec.models import Binding, Interface, NodeSpec, SpecModel, TaskSpec, WorkflowSpec
 from sluice.spec.types import JSON
+from sluice.spec.validate import dependencies, validate_workflow
 
 MAP_TYPE = "map"
 DYNAMIC_TYPE = "dynamic"
@@ -95,7 +97,6 @@ def build_child_spec(parent: NodeSpec, dynamic: TaskSpec, inputs: dict[str, Any]
 
 def built_workflow(outputs: dict[str, Any] | None, where: str) -> WorkflowSpec:
     """The workflow a dynamic task's build child returned, validated."""
-    from sluice.spec.validate import validate_workflow
 
     raw = (outputs or {}).get(BUILD_OUTPUT)
     try:
@@ -145,41 +146,52 @@ StoredNode = tuple[dict[str, Any] | None, dict[str, Any] | None]
 """A stored node's (inputs, outputs)."""
 
 
-def node_order(
-    workflow: WorkflowSpec, stored: Mapping[str, StoredNode]
-) -> list[tuple[str, str | None, TaskSpec | None]]:
-    """(node id, parent id, task) of the workflow's nodes, each compound node followed by
-    the children it created (those in `stored`), for showing an execution."""
-    found: list[tuple[str, str | None, TaskSpec | None]] = []
+@dataclass(frozen=True)
+class ShownNode:
+    """A node of an execution as shown: a child also names its parent, its task and what it
+    waits for (its parent when nothing else)."""
 
-    def visit(node_id: str, parent: str | None, task: TaskSpec | None) -> None:
-        found.append((node_id, parent, task))
-        if task is not None and is_compound(task) and node_id in stored:
-            for child_id, child_task in _stored_children(node_id, task, stored):
-                visit(child_id, node_id, child_task)
+    id: str
+    parent: str | None = None
+    task: TaskSpec | None = None
+    depends_on: tuple[str, ...] = ()
 
-    for node in workflow.nodes:
-        visit(node.id, None, workflow.tasks.get(node.task))
+
+def node_order(workflow: WorkflowSpec, stored: Mapping[str, StoredNode]) -> list[ShownNode]:
+    """The workflow's nodes, each compound node followed by the children it created (those
+    in `stored`), for showing an execution."""
+    found: list[ShownNode] = []
+
+    def visit(node: ShownNode) -> None:
+        found.append(node)
+        task = node.task
+        if task is not None and is_compound(task) and node.id in stored:
+            for child in _stored_children(node.id, task, stored):
+                visit(child)
+
+    for spec in workflow.nodes:
+        visit(ShownNode(spec.id, None, workflow.tasks.get(spec.task)))
     return found
 
 
 def _stored_children(
     node_id: str, task: TaskSpec, stored: Mapping[str, StoredNode]
-) -> Iterator[tuple[str, TaskSpec]]:
+) -> Iterator[ShownNode]:
     if task.type == MAP_TYPE:
         inner, index = map_options(task).task, 0
         while map_child_id(node_id, index) in stored:
-            yield map_child_id(node_id, index), inner
+            yield ShownNode(map_child_id(node_id, index), node_id, inner, (node_id,))
             index += 1
         return
     build_id = node_id + BUILD_SUFFIX
     if build_id not in stored:
         return
-    yield build_id, build_task(task)
+    yield ShownNode(build_id, node_id, build_task(task), (node_id,))
     try:
         built = built_workflow(stored[build_id][1], node_id)
     except DefinitionError:
         return
     for spec in dynamic_child_specs(node_id, built):
         if spec.id in stored:
-            yield spec.id, built.tasks[spec.task]
+            deps = tuple(sorted(dependencies(spec))) or (build_id,)
+            yield ShownNode(spec.id, node_id, built.tasks[spec.task], deps)
