@@ -3,17 +3,20 @@ ordinary node (attempts, cache, quotas), the parent's bound and success ratio, t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
+from sluice.executions.launch import request_abort
 from sluice.runtime import Runtime
 from sluice.sdk.loader import load_module
 from sluice.spec.phases import ExecutionPhase, NodePhase
 from sluice.store.records import NodeRecord
-from support.engine import fast_settings, run
+from support.engine import fast_settings, outcome, run
 
 COMPOUND_FLOWS = Path(__file__).parent / "compound_flows.py"
 
@@ -180,3 +183,43 @@ async def test_children_are_shown_after_their_parent(
     depends = {n.node: n.depends_on for n in shown.nodes}
     assert depends["nested.map_work[0]"] == ["nested.map_work"]
     assert depends["nested.map_work"] == ["nested:build"] and depends["total"] == ["nested"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+async def test_abort_stops_the_items_and_the_dynamic_children(
+    backend: str, request: pytest.FixtureRequest, cf: ModuleType, tmp_path: Path
+) -> None:
+    url = request.getfixturevalue("sqlite_url" if backend == "sqlite" else "pg_url")
+    rt = await Runtime.open(fast_settings(url, workers=6), upgrade=True)  # 3 + 2 + the build
+    try:
+        mapped = await rt.launch(
+            cf.mapped, {"xs": list(range(6)), "directory": str(tmp_path), "delay": 30.0}
+        )
+        dynamic = await rt.launch(
+            cf.dynamic_fan, {"n": 2, "directory": str(tmp_path), "delay": 30.0}
+        )
+        engine = await rt.engine(only=[mapped.id, dynamic.id])
+        await engine.start()
+        await _until(rt, mapped.id, lambda o: "map_work[2]" in o.nodes)
+        await _until(rt, dynamic.id, lambda o: "fan.work" in o.nodes)
+        for record in (mapped, dynamic):
+            await request_abort(rt.store, rt.notifier, rt.clock, record.id, "test abort")
+            await asyncio.wait_for(engine.wait(record.id), 30)
+        await engine.stop()
+        results = [await outcome(rt, r.id) for r in (mapped, dynamic)]
+    finally:
+        await rt.close()
+    for result in results:
+        assert result.record.phase is ExecutionPhase.ABORTED
+        assert all(n.phase.is_terminal for n in result.nodes.values())
+    assert results[0].nodes["map_work"].phase is NodePhase.ABORTED
+    assert {results[0].nodes[f"map_work[{i}]"].phase for i in range(3)} == {NodePhase.ABORTED}
+    assert "map_work[3]" not in results[0].nodes, "no item started after the abort"
+    assert results[1].nodes["fan.work"].phase is NodePhase.ABORTED
+
+
+async def _until(rt: Runtime, execution_id: str, condition: Any, limit: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + limit
+    while not condition(await outcome(rt, execution_id)):
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
