@@ -32,6 +32,7 @@ POINTS: dict[str, str] = {
     "controller.mid_write": "inside the decision transaction, before commit",
     "controller.after_commit": "the decisions committed, before this process acts on them",
     "controller.after_abort": "a REPLACE abort committed, before the replacement is promoted",
+    "compound.after_child_execution": "a launch plan node created its execution, node not saved",
 }
 __doc__ = (__doc__ or "") + "".join(f"\n- `{p}`: {what}" for p, what in POINTS.items()) + "\n"
 

@@ -92,3 +92,46 @@ def nested(xs: list[int], directory: str) -> list[int]:
 @sluice.workflow
 def dynamic_map(xs: list[int], directory: str) -> int:
     return total(values=nested(xs=xs, directory=directory))
+
+
+@sluice.task
+def nap(x: int, directory: str, seconds: float) -> int:
+    bump(directory, f"nap{x}")
+    time.sleep(seconds)
+    return x * 10
+
+
+@sluice.workflow
+def napping(x: int, directory: str, seconds: float = 0.0) -> int:
+    return nap(x=x, directory=directory, seconds=seconds)
+
+
+ONE_AT_A_TIME = sluice.LaunchPlan(
+    "compound_flows.one_at_a_time",
+    napping,
+    default_inputs={"seconds": 0.5},
+    concurrency=sluice.ConcurrencyPolicy(max=1),
+)
+
+
+@sluice.workflow
+def calls_launch_plans(directory: str) -> int:
+    first = ONE_AT_A_TIME(x=1, directory=directory)
+    second = ONE_AT_A_TIME(x=2, directory=directory)
+    return total(values=[first, second])
+
+
+FAILING_PLAN = sluice.LaunchPlan("compound_flows.failing_plan", mapped, fixed_inputs={"delay": 0.0})
+
+
+@sluice.workflow
+def calls_a_failing_plan(directory: str) -> list[int]:
+    return FAILING_PLAN(xs=[1, -1], directory=directory)  # type: ignore[no-any-return]
+
+
+SLOW_PLAN = sluice.LaunchPlan("compound_flows.slow_plan", napping, default_inputs={"seconds": 1.5})
+
+
+@sluice.workflow
+def calls_a_slow_plan(directory: str) -> int:
+    return total(values=[SLOW_PLAN(x=3, directory=directory)])

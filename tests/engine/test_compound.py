@@ -223,3 +223,45 @@ async def _until(rt: Runtime, execution_id: str, condition: Any, limit: float = 
     while not condition(await outcome(rt, execution_id)):
         assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
         await asyncio.sleep(0.05)
+
+
+async def test_launch_plan_nodes_start_child_executions_under_its_policy(
+    sqlite_url: str, cf: ModuleType, tmp_path: Path
+) -> None:
+    from sluice.api import run_async
+    from sluice.spec.compound import child_execution_id
+
+    settings = fast_settings(sqlite_url, workers=4)
+    final = await run_async(cf.calls_launch_plans, {"directory": str(tmp_path)}, settings)
+    assert final.phase is ExecutionPhase.SUCCEEDED, final.error
+    assert final.outputs == {"o0": 10 + 20}
+    rt = await Runtime.open(settings)
+    try:
+        parent = await outcome(rt, final.id)
+        kids = [
+            await outcome(rt, child_execution_id(final.id, node))
+            for node in ("one_at_a_time", "one_at_a_time-2")
+        ]
+    finally:
+        await rt.close()
+    assert parent.nodes["one_at_a_time"].outputs == {"o0": 10}
+    for kid in kids:
+        assert kid.record.launch_plan == "compound_flows.one_at_a_time"
+        assert kid.record.phase is ExecutionPhase.SUCCEEDED
+    first, second = sorted(kids, key=lambda k: k.record.started_at or 0)
+    assert (first.record.ended_at or 0) <= (second.record.started_at or 0), "max=1 was exceeded"
+    assert any(e.phase == "PENDING" for e in second.events), "the policy queued the second"
+    assert [runs(tmp_path, "nap1"), runs(tmp_path, "nap2")] == [1, 1]
+
+
+async def test_a_failed_child_execution_fails_its_launch_plan_node(
+    sqlite_url: str, cf: ModuleType, tmp_path: Path
+) -> None:
+    from sluice.api import run_async
+
+    settings = fast_settings(sqlite_url)
+    final = await run_async(cf.calls_a_failing_plan, {"directory": str(tmp_path)}, settings)
+    assert final.phase is ExecutionPhase.FAILED
+    error = final.error or {}
+    assert error["node"] == "failing_plan" and "ended FAILED" in error["message"]
+    assert "1 of 2 items failed" in error["message"]

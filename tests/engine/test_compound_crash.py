@@ -123,3 +123,62 @@ def test_kill_9_mid_dynamic_resumes_its_built_workflow(tmp_path: Path) -> None:
     nodes = {n["node"]: n for n in json.loads(shown.stdout)["nodes"]}
     assert {n for n, v in nodes.items() if v["parent"] == "fan"} == {"fan:build", *ran, "fan.total"}
     assert all(v["phase"] == "SUCCEEDED" for v in nodes.values())
+
+
+def test_kill_9_mid_launch_plan_node_resumes_its_one_child_execution(tmp_path: Path) -> None:
+    db, work = tmp_path / "s.db", tmp_path / "work"
+    work.mkdir()
+    run = sluice(["run", f"{FLOWS}:calls_a_slow_plan", "--input", f"directory={work}"], db)
+    try:
+        wait(lambda: _runs(work, "nap3") == 1)
+        kill_9(run)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert len(query(db, "SELECT id FROM executions")) == 2
+
+    def parent_phase() -> str:
+        rows = query(db, "SELECT phase FROM executions WHERE launch_plan IS NULL")
+        return str(rows[0][0]) if rows else ""
+
+    run_engine_until(db, lambda: parent_phase() == "SUCCEEDED")
+
+    rows = query(db, "SELECT launch_plan, phase, outputs FROM executions ORDER BY id")
+    assert [(r[0], r[1]) for r in rows] == [
+        (None, "SUCCEEDED"),
+        ("compound_flows.slow_plan", "SUCCEEDED"),
+    ], "one child execution, not a second one after the restart"
+    assert json.loads(str(rows[0][2])) == {"o0": 30}
+    assert _runs(work, "nap3") <= 2  # in flight at the kill: it may run once more
+
+
+def test_a_crash_after_creating_the_child_execution_does_not_create_a_second(
+    tmp_path: Path,
+) -> None:
+    db, work = tmp_path / "s.db", tmp_path / "work"
+    work.mkdir()
+    script = (
+        "import sys; from sluice import faults, main; "
+        "faults.install(faults.KillAt.parse('compound.after_child_execution')); "
+        "sys.exit(main(sys.argv[1:]))"
+    )
+    target = f"{FLOWS}:calls_a_slow_plan"
+    died = subprocess.run(
+        [sys.executable, "-c", script, "run", target, "--input", f"directory={work}"],
+        env=env(db),
+        cwd=ROOT,
+        capture_output=True,
+        timeout=120,
+    )
+    assert died.returncode == -9, died.stderr
+    node = query(db, "SELECT plugin_state FROM node_executions WHERE node_id = 'slow_plan'")
+    assert node == [(None,)], "the node's state was not saved: the restart must find the child"
+
+    def parent_phase() -> str:
+        rows = query(db, "SELECT phase FROM executions WHERE launch_plan IS NULL")
+        return str(rows[0][0]) if rows else ""
+
+    run_engine_until(db, lambda: parent_phase() == "SUCCEEDED")
+    children = query(db, "SELECT id FROM executions WHERE launch_plan IS NOT NULL")
+    assert len(children) == 1, children
+    assert _runs(work, "nap3") == 1

@@ -21,6 +21,7 @@ from typing import Any
 from sluice.engine import lifecycle
 from sluice.engine.bindings import check_outputs, resolve
 from sluice.engine.handler import TaskHandler
+from sluice.engine.launch_node import LaunchPlanNodes
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import InputError, SluiceError
 from sluice.plugins.core.phase import Phase, PhaseInfo
@@ -34,17 +35,39 @@ from sluice.store.records import NodeRecord
 class CompoundNodes:
     """Steps map and dynamic nodes; `handler` records their phases and stops their children."""
 
-    def __init__(self, handler: TaskHandler) -> None:
+    def __init__(self, handler: TaskHandler, launches: LaunchPlanNodes) -> None:
         self.handler = handler
+        self.launches = launches
 
     async def step(self, ex: ExecutionState, node: NodeState) -> None:
         try:
             if node.task.type == c.MAP_TYPE:
                 await self._step_map(ex, node)
-            else:
+            elif node.task.type == c.DYNAMIC_TYPE:
                 await self._step_dynamic(ex, node)
+            else:
+                await self._step_launch_plan(ex, node)
         except (SluiceError, InputError, KeyError, ValueError) as exc:
             await self._fail(ex, node, "CompoundNodeError", str(exc))
+
+    async def abort(self, ex: ExecutionState, node: NodeState, reason: str) -> None:
+        """Abort a node: a compound node's children first, a launch plan node's execution."""
+        for child_id in node.children:
+            child = ex.nodes[child_id]
+            if not child.record.phase.is_terminal:
+                await self.abort(ex, child, reason)
+        if node.task.type == c.LAUNCH_PLAN_TYPE and not node.record.phase.is_terminal:
+            await self.launches.abort(node, reason)
+        await self.handler.abort(ex, node, reason)
+
+    async def _step_launch_plan(self, ex: ExecutionState, node: NodeState) -> None:
+        info = await self.launches.step(ex, node)
+        if not info.phase.is_terminal():
+            self.handler.record(ex, node, info)
+            return
+        if info.error is not None:
+            node.record.error = info.error.to_json()
+        self._end(ex, node, info)
 
     # map
     async def _step_map(self, ex: ExecutionState, node: NodeState) -> None:
@@ -131,7 +154,7 @@ class CompoundNodes:
         for child_id in node.children:
             child = ex.nodes[child_id]
             if not child.record.phase.is_terminal:
-                await stop(self.handler, ex, child, reason)
+                await self.abort(ex, child, reason)
         info = PhaseInfo.permanent_failure(code, message)
         node.record.error = info.error.to_json() if info.error else None
         self._end(ex, node, info)
@@ -174,15 +197,6 @@ def _first_failure(children: list[NodeState]) -> str:
             lines = str((child.record.error or {}).get("message", "")).strip().splitlines()
             return f"; first: {child.id}: {lines[-1] if lines else child.record.phase.value}"
     return ""
-
-
-async def stop(handler: TaskHandler, ex: ExecutionState, node: NodeState, reason: str) -> None:
-    """Abort a node and, if it is compound, its children first."""
-    for child_id in node.children:
-        child = ex.nodes[child_id]
-        if not child.record.phase.is_terminal:
-            await stop(handler, ex, child, reason)
-    await handler.abort(ex, node, reason)
 
 
 def add_child(

@@ -100,6 +100,14 @@ class Engine:
         self.health.announce = True  # a long-running process: say when the store is lost
         self._fatal = asyncio.Event()
         self._watch_counts()
+        self.driver.compound.launches.adopt = self._adopt
+
+    def _adopt(self, execution_id: str) -> None:
+        """Drive `execution_id` too (a launch plan node's child): an engine limited to some
+        executions would otherwise never claim it."""
+        if self.only is not None and execution_id not in self.only:
+            self.only.add(execution_id)
+            self._claim_wanted.set()
 
     def _watch_counts(self) -> None:
         if self.s.counters is not None:

@@ -12,6 +12,7 @@ from sluice.engine.cache_gate import NO_CACHE
 from sluice.engine.claims import NO_CLAIMS
 from sluice.engine.compound import CompoundNodes
 from sluice.engine.handler import TaskHandler
+from sluice.engine.launch_node import LaunchPlanNodes
 from sluice.engine.services import EngineServices, NodeAdmission, NodeCache, NodeClaims
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import InputError
@@ -45,7 +46,8 @@ class ExecutionDriver:
         self.store = store
         self.notifier = notifier
         self.handler = TaskHandler(services, scheduling, cache, claims)
-        self.compound = CompoundNodes(self.handler)
+        launches = LaunchPlanNodes(store, notifier, services.clock, scheduling.wake_at)
+        self.compound = CompoundNodes(self.handler, launches)
         self._steps = asyncio.Semaphore(64)
 
     async def reconcile(self, ex: ExecutionState) -> None:
@@ -69,7 +71,7 @@ class ExecutionDriver:
             reason = "stopped: the execution could not be reconciled"
             for node in [n for n in ex.nodes.values() if not n.record.phase.is_terminal]:
                 try:
-                    await self.handler.abort(ex, node, reason)
+                    await self.compound.abort(ex, node, reason)
                 except Exception as exc:
                     reraise_cancellation()
                     log.warning("stopping %s/%s failed: %s", ex.id, node.id, exc)
@@ -152,7 +154,8 @@ class ExecutionDriver:
     async def _stop_all(self, ex: ExecutionState) -> None:
         reason = ex.record.reason or "execution aborted"
         active = [n for n in ex.nodes.values() if not n.record.phase.is_terminal]
-        await asyncio.gather(*(self.handler.abort(ex, n, reason) for n in active))
+        top = [n for n in active if n.parent is None]  # a compound node stops its children
+        await asyncio.gather(*(self.compound.abort(ex, n, reason) for n in top))
         ex.todo.clear()
 
     def _complete_if_done(self, ex: ExecutionState) -> None:

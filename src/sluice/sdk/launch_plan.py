@@ -6,9 +6,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from sluice.errors import DefinitionError, InputError
+from sluice.sdk.interface import bind_arguments, input_annotations
 from sluice.sdk.workflow import WorkflowDef
 from sluice.spec.canonical import digest
-from sluice.spec.models import ConcurrencyPolicy, LaunchPlanSpec, Schedule, WorkflowSpec
+from sluice.spec.compound import LAUNCH_PLAN_TYPE, LaunchPlanCall
+from sluice.spec.models import (
+    ConcurrencyPolicy,
+    Interface,
+    LaunchPlanSpec,
+    Schedule,
+    TaskSpec,
+    WorkflowSpec,
+)
 from sluice.spec.names import check_entity_name
 from sluice.spec.types import validate_json
 from sluice.spec.values import check_priority
@@ -107,6 +116,47 @@ class LaunchPlan:
             concurrency=self.concurrency,
             priority=self.priority,
             overwrite_cache=self.overwrite_cache,
+        )
+        return draft.model_copy(update={"version": digest(draft.model_dump(mode="json"))[:16]})
+
+    def __call__(self, **inputs: Any) -> Any:
+        """In a workflow: a node that starts an execution of this launch plan (its policy
+        applies) and outputs that execution's outputs. Elsewhere: the workflow as Python."""
+        from sluice.sdk.workflow import current_builder
+
+        builder = current_builder()
+        if builder is None:
+            return self.workflow.fn(**{**self.default_inputs, **inputs, **self.fixed_inputs})
+        spec = self.node_task()
+        where = f"workflow {builder.name!r}: node {builder.next_id(spec)!r}"
+        fixed = sorted(set(inputs) & set(self.fixed_inputs))
+        if fixed:
+            raise DefinitionError(
+                f"{where}: input {fixed[0]!r} is fixed by launch plan {self.name!r}"
+            )
+        values = bind_arguments(self.workflow.fn, (), inputs, where)
+        params = input_annotations(self.workflow.fn, where)
+        return builder.add_node(spec, builder.bind_inputs(spec.interface, values, params, where))
+
+    def node_task(self) -> TaskSpec:
+        """The task spec of a node calling this launch plan: the workflow's inputs less the
+        fixed ones (the launch plan's defaults as defaults), its outputs."""
+        lp, wf = self.spec, self.workflow.spec
+        inputs = {
+            name: declared.model_copy(
+                update={"default": lp.default_inputs[name], "has_default": True}
+            )
+            if name in lp.default_inputs
+            else declared
+            for name, declared in wf.interface.inputs.items()
+            if name not in lp.fixed_inputs
+        }
+        draft = TaskSpec(
+            name=f"launch_plan.{self.name}",
+            version="",
+            type=LAUNCH_PLAN_TYPE,
+            interface=Interface(inputs=inputs, outputs=dict(wf.interface.outputs)),
+            custom=LaunchPlanCall(launch_plan=lp, workflow=wf).model_dump(mode="json"),
         )
         return draft.model_copy(update={"version": digest(draft.model_dump(mode="json"))[:16]})
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from sluice.errors import DefinitionError
 from sluice.sdk.task import TaskDef
-from sluice.sdk.workflow import Promise, current_builder, to_binding
+from sluice.sdk.workflow import current_builder, to_binding
 from sluice.spec.canonical import digest
 from sluice.spec.compound import MAP_TYPE, MapOptions
-from sluice.spec.models import Binding, InputSpec, Interface, NodeSpec, TaskSpec
+from sluice.spec.models import Binding, InputSpec, Interface, TaskSpec
 from sluice.spec.types import TypeSpec
 
 _NO_ITEMS = object()
@@ -48,23 +48,8 @@ class MapTask:
         if builder is None:
             return [self.task.fn(**{item_input: item, **fixed}) for item in items]
         spec = self.spec(item_input, fixed)
-        node_id = builder.new_id(spec.name.rpartition(".")[2])
-        where = f"workflow {builder.name!r}: node {node_id!r}"
-        inputs = self._bindings(spec, item_input, items, fixed, where)
-        upstream = sorted(set().union(*(b.upstream_nodes() for b in inputs.values())))
-        builder.nodes.append(
-            NodeSpec(id=node_id, task=spec.key, inputs=inputs, upstream=tuple(upstream))
-        )
-        builder.tasks[spec.key] = spec
-        promises = [
-            Promise(
-                Binding(kind="output", node=node_id, output=name),
-                t,
-                f"output {name!r} of {node_id!r}",
-            )
-            for name, t in spec.interface.outputs.items()
-        ]
-        return None if not promises else promises[0] if len(promises) == 1 else tuple(promises)
+        where = f"workflow {builder.name!r}: node {builder.next_id(spec)!r}"
+        return builder.add_node(spec, self._bindings(spec, item_input, items, fixed, where))
 
     def item_input(self, fixed: Mapping[str, Any]) -> str:
         """The input each item goes to: the one `fixed` leaves, or the one without a default."""

@@ -74,7 +74,7 @@ class _Builder:
         node_id = self.new_id(spec.name.rpartition(".")[2])
         where = f"workflow {self.name!r}: node {node_id!r}"
         values = bind_arguments(task.fn, args, kwargs, where)
-        inputs = self._bind_inputs(spec.interface, values, task.params, where)
+        inputs = self.bind_inputs(spec.interface, values, task.params, where)
         upstream = sorted(set().union(*(b.upstream_nodes() for b in inputs.values())))
         self.nodes.append(
             NodeSpec(id=node_id, task=spec.key, inputs=inputs, upstream=tuple(upstream))
@@ -82,7 +82,31 @@ class _Builder:
         self.tasks[spec.key] = spec
         return _output_promises(node_id, spec.interface, task.fn)
 
-    def _bind_inputs(
+    def add_node(self, spec: TaskSpec, inputs: dict[str, Binding]) -> Any:
+        """Add a node of `spec` (a map, a launch plan call) with bound inputs; its promises."""
+        node_id = self.new_id(spec.name.rpartition(".")[2])
+        upstream = sorted(set().union(*(b.upstream_nodes() for b in inputs.values())))
+        self.nodes.append(
+            NodeSpec(id=node_id, task=spec.key, inputs=inputs, upstream=tuple(upstream))
+        )
+        self.tasks[spec.key] = spec
+        promises = [
+            Promise(
+                Binding(kind="output", node=node_id, output=name),
+                t,
+                f"output {name!r} of {node_id!r}",
+            )
+            for name, t in spec.interface.outputs.items()
+        ]
+        return None if not promises else promises[0] if len(promises) == 1 else tuple(promises)
+
+    def next_id(self, spec: TaskSpec) -> str:
+        """The id the next node of `spec` will get (for messages naming it)."""
+        base = spec.name.rpartition(".")[2]
+        count = self._ids.get(base, 0) + 1
+        return base if count == 1 else f"{base}-{count}"
+
+    def bind_inputs(
         self,
         interface: Interface,
         values: Mapping[str, Any],

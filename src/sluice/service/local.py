@@ -24,6 +24,7 @@ from sluice.errors import NotFoundError
 from sluice.executions.launch import request_abort
 from sluice.executions.launch_plans import LaunchPlanService
 from sluice.executions.policies import UNDECIDED_REASON
+from sluice.spec.compound import LAUNCH_PLAN_TYPE
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL
 from sluice.store.records import ExecutionRecord
@@ -70,13 +71,26 @@ async def run_controller_candidate(
 async def controller_if_pending(
     runtime: Runtime, record: ExecutionRecord
 ) -> AsyncIterator[ConcurrencyController | None]:
-    """A controller candidate for the block when `record` waits for a decision (PENDING);
-    nothing otherwise, so runs without a policy or cap pay nothing."""
-    if record.phase is not ExecutionPhase.PENDING:
+    """A controller candidate for the block when `record` waits for a decision (PENDING) or
+    its workflow calls launch plans (their executions may wait for one); nothing otherwise,
+    so runs without a policy or cap pay nothing."""
+    if record.phase is not ExecutionPhase.PENDING and not await _calls_launch_plans(
+        runtime, record
+    ):
         yield None
         return
     async with run_controller_candidate(runtime) as controller:
         yield controller
+
+
+async def _calls_launch_plans(runtime: Runtime, record: ExecutionRecord) -> bool:
+    async with runtime.store.read() as repos:
+        workflow = await repos.specs.get_workflow(
+            record.project, record.domain, record.workflow_name, record.workflow_version
+        )
+    return workflow is not None and any(
+        task.type == LAUNCH_PLAN_TYPE for task in workflow.tasks.values()
+    )
 
 
 async def controller_live(runtime: Runtime) -> bool:

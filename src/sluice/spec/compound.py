@@ -1,11 +1,13 @@
 """Compound nodes: a node whose work is a set of child nodes created when it runs.
 
-Two kinds, both named by the node's task type:
+Three kinds, each named by the node's task type:
 - `map` (Flyte's map_task): one child per item of a list input, `{node}[{index}]`, each an
   ordinary node of the mapped task (its own attempts, cache entry, quotas and locks). The
   map task's `custom` holds the mapped task's spec and the map's options (MapOptions).
 - `dynamic` (Flyte's @dynamic): a child `{node}:build` runs the function, which returns a
   workflow built from its inputs; that workflow's nodes then run as children `{node}.{id}`.
+- `launch_plan`: a launch plan called as a node starts a child EXECUTION of it (id from
+  `child_execution_id`), under the launch plan's concurrency policy, and ends as it ends.
 
 Children are never in the WorkflowSpec: they are derived from the parent's inputs (map) or
 from the build child's outputs (dynamic), so the store keeps one row per started child and
@@ -14,6 +16,7 @@ nothing else. Functions here are pure: the engine and the service both use them.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -22,13 +25,22 @@ from typing import Any
 from pydantic import Field
 
 from sluice.errors import DefinitionError
-from sluice.spec.models import Binding, Interface, NodeSpec, SpecModel, TaskSpec, WorkflowSpec
+from sluice.spec.models import (
+    Binding,
+    Interface,
+    LaunchPlanSpec,
+    NodeSpec,
+    SpecModel,
+    TaskSpec,
+    WorkflowSpec,
+)
 from sluice.spec.types import JSON
 from sluice.spec.validate import dependencies, validate_workflow
 
 MAP_TYPE = "map"
 DYNAMIC_TYPE = "dynamic"
-COMPOUND_TYPES = frozenset({MAP_TYPE, DYNAMIC_TYPE})
+LAUNCH_PLAN_TYPE = "launch_plan"
+COMPOUND_TYPES = frozenset({MAP_TYPE, DYNAMIC_TYPE, LAUNCH_PLAN_TYPE})
 BUILD_SUFFIX = ":build"
 BUILD_OUTPUT = "workflow"
 
@@ -40,6 +52,13 @@ class MapOptions(SpecModel):
     item_input: str
     concurrency: int | None = Field(default=None, ge=1)
     min_success_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+
+
+class LaunchPlanCall(SpecModel):
+    """What a launch plan node's `custom` holds: the launch plan and its workflow."""
+
+    launch_plan: LaunchPlanSpec
+    workflow: WorkflowSpec
 
 
 def is_compound(task: TaskSpec) -> bool:
@@ -54,12 +73,24 @@ def plugin_tasks(tasks: Iterable[TaskSpec]) -> Iterator[TaskSpec]:
             yield from plugin_tasks([map_options(task).task])
         elif task.type == DYNAMIC_TYPE:
             yield build_task(task)
+        elif task.type == LAUNCH_PLAN_TYPE:
+            yield from plugin_tasks(launch_plan_call(task).workflow.tasks.values())
         else:
             yield task
 
 
 def map_options(task: TaskSpec) -> MapOptions:
     return MapOptions.model_validate(task.custom)
+
+
+def launch_plan_call(task: TaskSpec) -> LaunchPlanCall:
+    return LaunchPlanCall.model_validate(task.custom)
+
+
+def child_execution_id(execution_id: str, node_id: str) -> str:
+    """The execution a launch plan node starts: the same for every try, so a node resumed
+    after a crash finds the one it created instead of starting another."""
+    return f"{execution_id}-{hashlib.sha256(node_id.encode()).hexdigest()[:10]}"
 
 
 def required_successes(total: int, ratio: float) -> int:
