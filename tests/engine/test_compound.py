@@ -265,3 +265,28 @@ async def test_a_failed_child_execution_fails_its_launch_plan_node(
     error = final.error or {}
     assert error["node"] == "failing_plan" and "ended FAILED" in error["message"]
     assert "1 of 2 items failed" in error["message"]
+
+
+async def test_aborting_a_launch_plan_node_aborts_its_child_execution(
+    sqlite_url: str, cf: ModuleType, tmp_path: Path
+) -> None:
+    from sluice.spec.compound import child_execution_id
+
+    rt = await Runtime.open(fast_settings(sqlite_url))
+    try:
+        record = await rt.launch(cf.calls_a_slow_plan, {"directory": str(tmp_path)})
+        engine = await rt.engine()
+        await engine.start()
+        child_id = child_execution_id(record.id, "slow_plan")
+        await _until(rt, record.id, lambda o: runs(tmp_path, "nap3") == 1)
+        await request_abort(rt.store, rt.notifier, rt.clock, record.id, "test abort")
+        await asyncio.wait_for(engine.wait(record.id), 30)
+        await asyncio.wait_for(engine.wait(child_id), 30)
+        await engine.stop()
+        parent, child = await outcome(rt, record.id), await outcome(rt, child_id)
+    finally:
+        await rt.close()
+    assert parent.record.phase is ExecutionPhase.ABORTED
+    assert parent.nodes["slow_plan"].phase is NodePhase.ABORTED
+    assert child.record.phase is ExecutionPhase.ABORTED
+    assert child.nodes["nap"].phase is NodePhase.ABORTED
