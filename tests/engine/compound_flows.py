@@ -135,3 +135,15 @@ SLOW_PLAN = sluice.LaunchPlan("compound_flows.slow_plan", napping, default_input
 @sluice.workflow
 def calls_a_slow_plan(directory: str) -> int:
     return total(values=[SLOW_PLAN(x=3, directory=directory)])
+
+
+@sluice.task(quotas=[sluice.Quota("compound-api")], locks="row/{key}")
+def guarded(key: int, directory: str) -> int:
+    bump(directory, f"guarded{key}")
+    time.sleep(0.1)
+    return key
+
+
+@sluice.workflow
+def guarded_map(keys: list[int], directory: str) -> list[int]:
+    return sluice.map(guarded, concurrency=3)(items=keys, fixed={"directory": directory})

@@ -290,3 +290,41 @@ async def test_aborting_a_launch_plan_node_aborts_its_child_execution(
     assert parent.nodes["slow_plan"].phase is NodePhase.ABORTED
     assert child.record.phase is ExecutionPhase.ABORTED
     assert child.nodes["nap"].phase is NodePhase.ABORTED
+
+
+async def test_each_item_claims_its_quota_and_locks(
+    sqlite_url: str, cf: ModuleType, tmp_path: Path
+) -> None:
+    from sluice.config import load_config
+
+    settings = load_config(
+        database_url=sqlite_url,
+        engine={"workers": 4, "backoff_base": 0.05, "resync_interval": 2.0},
+        resources={"quotas": {"compound-api": 2}},
+    )
+    rt = await Runtime.open(settings)
+    try:
+        keys = [1, 2, 1, 3, 1, 4]
+        result = await run(rt, cf.guarded_map, keys=keys, directory=str(tmp_path))
+    finally:
+        await rt.close()
+    assert result.record.phase is ExecutionPhase.SUCCEEDED, result.record.error
+    assert result.record.outputs == {"o0": keys}
+    held: dict[str, list[float]] = {}
+    for event in result.events:
+        if event.phase in ("GRANTED", "RELEASED") and event.node_id.startswith("map_guarded["):
+            held.setdefault(event.node_id, []).append(event.occurred_at)
+    spans = {node: (times[0], times[-1]) for node, times in held.items()}
+    assert len(spans) == len(keys), "every item claimed and gave back its own tokens"
+
+    def peak(nodes: list[str]) -> int:
+        edges = sorted([(spans[n][0], 1) for n in nodes] + [(spans[n][1], -1) for n in nodes])
+        active = top = 0
+        for _, step in sorted(edges, key=lambda e: (e[0], e[1])):
+            active += step
+            top = max(top, active)
+        return top
+
+    assert peak(list(spans)) <= 2, "the quota of 2 was exceeded across items"
+    same_key = [f"map_guarded[{i}]" for i, k in enumerate(keys) if k == 1]
+    assert peak(same_key) == 1, "items with the same lock overlapped"
