@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import importlib.util
-import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -32,23 +30,7 @@ from sluice.spec.phases import ExecutionPhase
 from support.engine import run
 from support.flyte import FLOWS_ROOT
 
-
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:  # its namespace package is missing too
-        return False
-
-
-@pytest.fixture(autouse=True)
-def _plugin_packages() -> None:
-    """Skipped on a laptop without flytekitplugins-ray and -dask; a failure under CI."""
-    missing = [p for p in ("ray", "dask") if not _installed(f"flytekitplugins.{p}")]
-    if missing:
-        message = f"flytekitplugins-{'/'.join(missing)} not installed (pip install 'sluice[flyte]')"
-        if os.environ.get("CI"):
-            pytest.fail(message + " (CI is set, so this is a failure, not a skip)")
-        pytest.skip(message)
+pytestmark = pytest.mark.usefixtures("flytekit_plugins")
 
 
 @pytest.fixture

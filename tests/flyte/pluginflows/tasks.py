@@ -8,6 +8,8 @@ it ran on the cluster and not in a local worker.
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 from flytekit import ContainerTask, Resources, kwtypes, task, workflow
 from flytekit.exceptions.user import FlyteRecoverableException
@@ -40,6 +42,15 @@ def ray_where() -> str:
 
     job = ray.get_runtime_context().get_job_id()
     return f"{os.environ.get('SLUICE_FLYTE_MARK')}|{job}"
+
+
+@task(task_config=ON_RAY)
+def ray_waiting(path: str) -> str:
+    """Runs until `path` exists (at most 120 s), then returns what it holds."""
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return Path(path).read_text()
 
 
 @task(task_config=ON_RAY, retries=1)
