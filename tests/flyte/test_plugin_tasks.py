@@ -169,3 +169,14 @@ async def _kubelet(kube: FakeKubeClient) -> dict[str, Any]:
     kube.set_status(ref, {"phase": "Running"})
     kube.set_status(ref, {"phase": "Succeeded"})
     return dict(created)
+
+
+def test_another_plugin_task_type_is_refused_naming_it() -> None:
+    from flytekit.core.python_function_task import PythonFunctionTask
+
+    def train(epochs: int) -> int:
+        return epochs
+
+    spark_like = PythonFunctionTask(task_config=None, task_function=train, task_type="spark")
+    with pytest.raises(DefinitionError, match=r"task type 'spark' is not supported by sluice"):
+        resolve_flytekit(spark_like)
