@@ -5,13 +5,15 @@ to SUCCEEDED by an engine in this process (a Ray job: a driver process on the cl
 (c) a bare `ray.get` of the function as a Ray task (a warm worker, no job).
 
 With --fanout N, then a workflow of N such tasks through one engine, at most --at-once of
-them on the cluster at a time (a quota on `ray:bench`): its wall time, and the number of jobs
-the cluster saw for it (N: one submission each).
+them on the cluster at a time (a quota on `ray:bench`): its wall time, tasks/s, the number of
+jobs the cluster saw for it (N: one submission each), each task's time in its slot
+(wall time x at-once / N) over a bare `ray.get`, and a bare fan-out of N `ray.get`s.
+--quick: 2 rounds and a fan-out of 20.
 
 Prints one JSON line: median seconds of each and the differences. Starts a local 2-CPU Ray
 cluster on 127.0.0.1 unless --address names a dashboard (then --gcs names its GCS address).
 
-    python bench/ray_overhead.py [--rounds 5] [--fanout 200 --at-once 4]
+    python bench/ray_overhead.py [--rounds 5] [--fanout 200 --at-once 4] [--quick]
                                  [--address http://127.0.0.1:8265 --gcs 127.0.0.1:6379]
 """
 
@@ -94,7 +96,17 @@ def bare_get_round(remote: Any) -> float:
     return time.perf_counter() - started
 
 
-async def fanout_round(runtime: Any, client: Any, n: int) -> dict[str, Any]:
+def bare_fanout(remote: Any, n: int) -> float:
+    import ray
+
+    started = time.perf_counter()
+    assert ray.get([remote.remote(i) for i in range(n)]) == [i + 1 for i in range(n)]
+    return time.perf_counter() - started
+
+
+async def fanout_round(
+    runtime: Any, client: Any, remote: Any, n: int, at_once: int
+) -> dict[str, Any]:
     started = time.perf_counter()
     record = await runtime.launch(fanout(n), {})
     engine = await runtime.engine(only=[record.id])
@@ -104,8 +116,21 @@ async def fanout_round(runtime: Any, client: Any, n: int) -> dict[str, Any]:
     finally:
         await engine.stop()
     elapsed = time.perf_counter() - started
+    async with runtime.store.read() as repos:
+        final = await repos.executions.get(record.id)
+    assert final is not None and final.phase.value == "SUCCEEDED", final
     mine = [(j.metadata or {}).get("sluice_execution") == record.id for j in client.list_jobs()]
-    return {"fanout_tasks": n, "fanout_s": round(elapsed, 1), "fanout_jobs_seen": sum(mine)}
+    bare = bare_fanout(remote, n)
+    return {
+        "fanout_tasks": n,
+        "fanout_at_once": at_once,
+        "fanout_s": round(elapsed, 1),
+        "fanout_tasks_per_s": round(n / elapsed, 2),
+        "fanout_task_in_slot_s": round(elapsed * at_once / n, 3),
+        "fanout_jobs_seen": sum(mine),
+        "bare_fanout_s": round(bare, 3),
+        "bare_fanout_tasks_per_s": round(n / bare, 1),
+    }
 
 
 async def measure(
@@ -133,11 +158,15 @@ async def measure(
                 times["sluice"].append(await sluice_round(runtime))
                 times["bare_job"].append(bare_job_round(client))
                 times["bare_get"].append(bare_get_round(remote))
-            extra = await fanout_round(runtime, client, fan) if fan else {}
+            extra = await fanout_round(runtime, client, remote, fan, at_once) if fan else {}
         finally:
             await runtime.close()
             ray.shutdown()
-    return summary(times, rounds) | extra
+    figures = summary(times, rounds) | extra
+    if extra:
+        over = extra["fanout_task_in_slot_s"] - figures["bare_ray_get_ms"] / 1000
+        figures["fanout_task_over_bare_get_s"] = round(over, 3)
+    return figures
 
 
 def summary(times: dict[str, list[float]], rounds: int) -> dict[str, Any]:
@@ -160,7 +189,10 @@ def main() -> None:
     parser.add_argument("--at-once", type=int, default=4, help="jobs on the cluster at a time")
     parser.add_argument("--address", help="a cluster's dashboard URL (default: start one)")
     parser.add_argument("--gcs", help="that cluster's GCS address, host:port")
+    parser.add_argument("--quick", action="store_true", help="2 rounds, a fan-out of 20")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.fanout = 2, args.fanout or 20
     if args.address:
         out = asyncio.run(measure(args.address, args.gcs, args.rounds, args.fanout, args.at_once))
     else:

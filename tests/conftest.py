@@ -16,6 +16,11 @@ from pathlib import Path
 
 import pytest
 
+# Session-scoped real clusters (Ray, Dask), started only by the tests that use them.
+from support.clusters import dask_address, ray_address, ray_cluster
+
+__all__ = ["dask_address", "ray_address", "ray_cluster"]
+
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 ON_CI = bool(os.environ.get("CI"))

@@ -135,6 +135,8 @@ class Runtime:
             config.setdefault("instance", self.instance_id)
         if entry.id == "flyte":
             config.setdefault("data_dir", str(self.data_dir / "flyte"))
+        if entry.id in ("ray", "dask"):  # they run flytekit ray and dask tasks too
+            config.setdefault("flyte_data_dir", str(self.data_dir / "flyte"))
         return config
 
     @property

@@ -21,3 +21,22 @@ def require_flytekit() -> None:
 @pytest.fixture(autouse=True)
 def _flytekit() -> None:
     require_flytekit()
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its namespace package is missing too
+        return False
+
+
+@pytest.fixture
+def flytekit_plugins() -> None:
+    """flytekitplugins-ray and -dask (tests/flyte/pluginflows): skipped on a laptop without
+    them, a failure under CI."""
+    missing = [p for p in ("ray", "dask") if not _installed(f"flytekitplugins.{p}")]
+    if missing:
+        message = f"flytekitplugins-{'/'.join(missing)} not installed (pip install 'sluice[flyte]')"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI is set, so this is a failure, not a skip)")
+        pytest.skip(message)

@@ -1,9 +1,12 @@
-"""A flyteidl task template -> a sluice TaskSpec of type `python-task` (the `flyte` plugin).
+"""A flyteidl task template -> a sluice TaskSpec: `python-task` (the `flyte` plugin), or a
+flytekit plugin task type sluice has a plugin for (`ray`, `dask`, `raw-container`: see
+plugin_tasks).
 
 Metadata maps one to one: retries, timeout, interruptible; `discoverable` and
 `discovery_version` -> the cache and its version; `cache_serializable` -> a serialized
 reservation; `cache_ignore_input_vars` -> ignored inputs. The template itself (as JSON) and
-the directory its module imports from travel in `custom`, for the plugin's worker.
+the directory its module imports from travel in `custom` (under `flyte` for a ray or dask
+task, beside that plugin's config), for the worker that runs it.
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from sluice.errors import DefinitionError
+from sluice.flyte.plugin_tasks import PLUGIN_TASK_TYPES, PYTHON_FUNCTION_TYPES
 from sluice.plugins.builtin.flyte_exec import resolver_of
 from sluice.plugins.builtin.flyte_literals import type_spec
 from sluice.spec.canonical import digest
 from sluice.spec.models import CacheSpec, InputSpec, Interface, TaskMetadata, TaskSpec
 
-SUPPORTED_TYPES = ("python-task",)
+SUPPORTED_TYPES = ("python-task", *PLUGIN_TASK_TYPES)
 """Task types sluice runs today; any other fails at translation, naming the task and type."""
 
 
@@ -31,19 +35,26 @@ def task_spec(template: Any, source_root: str = "", module_file: str = "") -> Ta
             f"{where}: task type {template.type!r} is not supported by sluice yet "
             f"(supported: {', '.join(SUPPORTED_TYPES)})"
         )
-    try:
-        resolver_of(list(template.container.args))
-    except ValueError as exc:
-        raise DefinitionError(f"{where}: {exc}") from None
-    custom = {
-        "template": json_format.MessageToDict(template),
+    if template.type in PYTHON_FUNCTION_TYPES:
+        try:
+            resolver_of(list(template.container.args))
+        except ValueError as exc:
+            raise DefinitionError(f"{where}: {exc}") from None
+    as_json = json_format.MessageToDict(template)
+    custom: dict[str, Any] = {
+        "template": as_json,
         "source_root": source_root,
         "module_file": module_file,
     }
+    task_type = template.type
+    translate = PLUGIN_TASK_TYPES.get(template.type)
+    if translate is not None:
+        task_type, config = translate(as_json, where)
+        custom = {**config, "flyte": custom} if template.type in PYTHON_FUNCTION_TYPES else config
     draft = TaskSpec(
         name=name,
         version="",
-        type=template.type,
+        type=task_type,
         interface=interface(template.interface, where),
         metadata=_metadata(template.metadata, where),
         custom=custom,

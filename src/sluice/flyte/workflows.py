@@ -37,7 +37,10 @@ def workflow_spec(
     where = f"Flyte workflow {name!r}"
     tasks = _tasks_of(entities, template, where)
     by_node = {n.id: tasks[n.task_node.reference_id.name] for n in template.nodes}
-    nodes = tuple(_node(node, by_node[node.id], by_node, where) for node in template.nodes)
+    nodes = tuple(
+        _node(node, by_node[node.id], _inputs_of(entities, node), by_node, where)
+        for node in template.nodes
+    )
     outputs = {
         b.var: _binding(b.binding, None, by_node, f"{where}: output {b.var!r}")
         for b in template.outputs
@@ -72,28 +75,26 @@ def _tasks_of(entities: FlyteEntities, template: Any, where: str) -> dict[str, T
     return found
 
 
-def _node(node: Any, task: TaskSpec, by_node: dict[str, TaskSpec], where: str) -> NodeSpec:
+def _inputs_of(entities: FlyteEntities, node: Any) -> Any:
+    """The input variables (flyteidl Variable by name) of the task a task node runs."""
+    return entities.tasks[node.task_node.reference_id.name].template.interface.inputs.variables
+
+
+def _node(
+    node: Any, task: TaskSpec, variables: Any, by_node: dict[str, TaskSpec], where: str
+) -> NodeSpec:
     here = f"{where}: node {node.id!r}"
-    variables = task.custom["template"].get("interface", {}).get("inputs", {}).get("variables", {})
     inputs = {}
     for binding in node.inputs:
-        declared = variables.get(binding.var)
-        if declared is None:
+        if binding.var not in variables:
             raise DefinitionError(f"{here}: task {task.name!r} has no input {binding.var!r}")
         inputs[binding.var] = _binding(
-            binding.binding, _literal_type(declared), by_node, f"{here}: input {binding.var!r}"
+            binding.binding, variables[binding.var].type, by_node, f"{here}: input {binding.var!r}"
         )
     upstream = {n for n in node.upstream_node_ids if n not in START_NODES}
     for bound in inputs.values():
         upstream |= bound.upstream_nodes()
     return NodeSpec(id=node.id, task=task.key, inputs=inputs, upstream=tuple(sorted(upstream)))
-
-
-def _literal_type(variable: dict[str, Any]) -> Any:
-    from flyteidl.core import types_pb2
-    from google.protobuf import json_format
-
-    return json_format.ParseDict(variable.get("type", {}), types_pb2.LiteralType())
 
 
 def _binding(data: Any, literal_type: Any, by_node: dict[str, TaskSpec], where: str) -> Binding:

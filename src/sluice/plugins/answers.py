@@ -1,9 +1,11 @@
 """A task run's answer as a phase, for plugins that run python task functions elsewhere
 (ray, dask). The answer is what `sluice.plugins.builtin.worker.run_job` returns:
-{"outputs": {...}} or {"error": {"type", "message", "traceback"}}."""
+{"outputs": {...}} or {"error": {"type", "message", "traceback"}}; a flytekit task's error
+also says whether flytekit deemed it "recoverable" (see builtin/flyte_exec)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from sluice.plugins.core.context import TaskExecutionContext
@@ -25,6 +27,25 @@ def task_payload(ctx: TaskExecutionContext) -> dict[str, Any] | None:
     }
 
 
+def job_payload(
+    ctx: TaskExecutionContext, flyte: dict[str, Any] | None, flyte_data_dir: str
+) -> dict[str, Any] | None:
+    """What `run_job` needs: the task's python function, or, when the task carries a flytekit
+    template (`flyte`), that template run through flytekit's entrypoint with its raw outputs
+    under `flyte_data_dir` (absolute: the job runs in another working directory)."""
+    if not flyte:
+        return task_payload(ctx)
+    return {
+        "id": ctx.metadata.generated_name(max_length=100),
+        "runner": "flyte",
+        "template": flyte["template"],
+        "source_root": flyte.get("source_root", ""),
+        "module_file": flyte.get("module_file", ""),
+        "work_dir": str(Path(flyte_data_dir).resolve()),
+        "inputs": dict(ctx.inputs),
+    }
+
+
 def no_source(ctx: TaskExecutionContext) -> PhaseInfo:
     return PhaseInfo.permanent_failure(
         "BadTaskSpecification", f"task {ctx.task.name!r} has no python source"
@@ -42,4 +63,7 @@ def answer_phase(ctx: TaskExecutionContext, answer: dict[str, Any]) -> PhaseInfo
     if kind == "OutputsError":
         return PhaseInfo.permanent_failure("OutputsError", str(failure.get("message", "")))
     text = failure.get("traceback") or f"{kind}: {failure.get('message', '')}"
-    return PhaseInfo.retryable_failure(kind, str(text).rstrip(), ErrorKind.USER)
+    error_kind = ErrorKind.SYSTEM if failure.get("user") is False else ErrorKind.USER
+    if failure.get("recoverable") is False:  # flytekit's NON_RECOVERABLE: no retry, as in Flyte
+        return PhaseInfo.permanent_failure(kind, str(text).rstrip(), error_kind)
+    return PhaseInfo.retryable_failure(kind, str(text).rstrip(), error_kind)

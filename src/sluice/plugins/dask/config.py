@@ -34,6 +34,10 @@ class DaskJobConfig(_Model):
     threads: int = Field(default=1, ge=1, le=64)
     resources: dict[str, float] = Field(default_factory=dict)
     """Dask worker resources the task needs (`{"GPU": 1}`), as `Client.submit(resources=)`."""
+    flyte: dict[str, Any] | None = None
+    """A flytekit task to run instead of the task's python source: {"template": its
+    TaskTemplate as JSON, "source_root", "module_file"} (set by sluice.flyte's translation of
+    a flytekitplugins-dask task)."""
 
     _check_address = field_validator("address")(_scheduler_address)
 
@@ -47,6 +51,8 @@ class DaskPluginConfig(_Model):
     address: str | None = None
     start_timeout: float = Field(default=120.0, gt=0)
     """How long a scheduler may take to answer (and a local cluster to get its workers)."""
+    flyte_data_dir: str = ".sluice/flyte"
+    """Where flytekit tasks write their raw outputs (the store's data directory by default)."""
 
     _check_address = field_validator("address")(_scheduler_address)
 

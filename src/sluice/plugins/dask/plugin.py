@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 from sluice.errors import PluginUnavailableError
-from sluice.plugins.answers import answer_phase, no_source, task_payload
+from sluice.plugins.answers import answer_phase, job_payload, no_source
 from sluice.plugins.core.context import TaskExecutionContext
 from sluice.plugins.core.phase import PhaseInfo, Transition
 from sluice.plugins.core.plugin import PluginProperties
@@ -142,7 +142,7 @@ class DaskPlugin:
             return PhaseInfo.system_retryable_failure(
                 "DaskTaskLost", f"Dask task {key} is no longer known to the scheduler {address}"
             )
-        payload = task_payload(ctx)
+        payload = job_payload(ctx, config.flyte, self._config.flyte_data_dir)
         if payload is None:
             return no_source(ctx)
         resources = config.resources or None

@@ -43,6 +43,10 @@ class RayJobConfig(_Model):
     default `python` on an existing cluster, this engine's interpreter on a local one."""
     poll_interval: float = Field(default=0.5, gt=0, le=60)
     metadata: dict[str, str] = Field(default_factory=dict)
+    flyte: dict[str, Any] | None = None
+    """A flytekit task the job runs instead of the task's python source: {"template": its
+    TaskTemplate as JSON, "source_root", "module_file"} (set by sluice.flyte's translation of
+    a flytekitplugins-ray task)."""
 
     @field_validator("address")
     @classmethod
@@ -63,6 +67,8 @@ class RayPluginConfig(_Model):
     """Dashboard URL of the cluster tasks without an address of their own use."""
     start_timeout: float = Field(default=120.0, gt=0)
     """How long a local cluster may take to answer before its tasks fail."""
+    flyte_data_dir: str = ".sluice/flyte"
+    """Where flytekit tasks write their raw outputs (the store's data directory by default)."""
     max_poll_failures: int = Field(default=6, ge=1)
     """Failed calls to the cluster in a row (a submit, a poll; retried after 1, 2, 4, 8...
     poll intervals, at most 10 s) before the attempt fails as a system error."""

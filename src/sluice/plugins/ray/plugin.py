@@ -10,7 +10,7 @@ import shlex
 import uuid
 from typing import Any
 
-from sluice.plugins.answers import answer_phase, no_source, task_payload
+from sluice.plugins.answers import answer_phase, job_payload, no_source
 from sluice.plugins.core.context import TaskExecutionContext
 from sluice.plugins.core.phase import PhaseInfo, Transition
 from sluice.plugins.core.plugin import PluginProperties
@@ -154,7 +154,7 @@ class RayPlugin:
             return PhaseInfo.system_retryable_failure(
                 "RayJobLost", f"Ray job {sid} is no longer known to the cluster at {jobs.address}"
             )
-        payload = task_payload(ctx)
+        payload = job_payload(ctx, config.flyte, self._config.flyte_data_dir)
         if payload is None:
             return no_source(ctx)
         await jobs.submit(
