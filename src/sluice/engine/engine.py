@@ -123,6 +123,8 @@ class Engine:
                 self.scheduling.admit()
 
     async def _reconcile(self, ex: ExecutionState) -> None:
+        if self._executions.get(ex.id) is not ex:
+            return  # dropped (ended, lost) while this worker waited for it: nothing to do
         try:
             await self.driver.reconcile(ex)
         except LostOwnership:

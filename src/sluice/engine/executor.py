@@ -47,6 +47,8 @@ class ExecutionDriver:
 
     async def reconcile(self, ex: ExecutionState) -> None:
         async with ex.lock:
+            if ex.record.phase.is_terminal and not (ex.todo or ex.changed or ex.events):
+                return  # ended by the reconcile this one waited for: nothing left to do
             if ex.record.phase is ExecutionPhase.QUEUED:
                 self._set_phase(ex, ExecutionPhase.RUNNING, started_at=self.s.clock.now())
             if ex.record.phase in (ExecutionPhase.ABORTING, ExecutionPhase.FAILING):
@@ -188,7 +190,7 @@ class ExecutionDriver:
         if phase.is_terminal:
             rec.ended_at = now
             if self.s.counters is not None:
-                self.s.counters.executions.labels(phase.value).inc()
+                self.s.counters.finished(phase.value)
         for key, value in fields.items():
             setattr(rec, key, value)
         ex.execution_changed = True

@@ -469,7 +469,7 @@ class TaskHandler:
                 info.reason,
             )
             if self.s.counters is not None:
-                self.s.counters.transitions.labels(info.phase.name).inc()
+                self.s.counters.transition(info.phase.name)
         if info.reason != rec.reason:
             rec.reason = info.reason
             ex.mark_changed(node)

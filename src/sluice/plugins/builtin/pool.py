@@ -165,6 +165,8 @@ class _Process:
         return answer
 
     async def _output_ended(self) -> None:
+        if all(ended.is_set() for ended in self._ended.values()):
+            return  # the usual case: both markers were read before the answer
         waits = [asyncio.ensure_future(e.wait()) for e in self._ended.values()]
         _, pending = await asyncio.wait(waits, timeout=_MARKER_WAIT)
         for wait in pending:
