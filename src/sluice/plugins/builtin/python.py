@@ -142,8 +142,9 @@ class PythonPlugin:
         return PhaseInfo.retryable_failure(failure["type"], message, ErrorKind.USER)
 
     async def warm_up(self) -> None:
-        """Start the worker processes before the first task needs one."""
-        self.pool.start()
+        """Start a worker process before the first task needs one (more start as jobs
+        queue up)."""
+        self.pool.start(1)
 
     async def abort(self, ctx: TaskExecutionContext) -> None:
         if self._pool is not None:
