@@ -3,6 +3,7 @@ what the repository path writes, and nothing at all when the lease or a version 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -123,3 +124,26 @@ async def test_postgresql_keeps_the_repository_path(store: Store) -> None:
         assert ReconcileWrites.for_database(store.db) is None
     finally:
         store.db.dialect = "sqlite"  # type: ignore[misc]
+
+
+async def test_a_write_waits_for_another_process_holding_the_lock(store: Store) -> None:
+    """The loop-thread attempt never waits; the driver's thread does, then writes."""
+    import sqlite3
+
+    writes = ReconcileWrites.for_database(store.db)
+    assert writes is not None and store.db.url.path is not None
+    other = sqlite3.connect(store.db.url.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # as another process mid-transaction
+    nodes, _ = await stored(store)
+    records = [changed(nodes["a"])]
+    writing = asyncio.ensure_future(
+        writes.write("e1", OWNER, T0 + 60, records, [event("a", "RUNNING")])
+    )
+    await asyncio.sleep(0.2)
+    assert not writing.done()
+    other.execute("COMMIT")
+    other.close()
+    assert await asyncio.wait_for(writing, 10) is WriteOutcome.WRITTEN
+    after, history = await stored(store)
+    assert after["a"] == records[0] and [e.phase for e in history] == ["RUNNING"]
+    writes.close()

@@ -315,6 +315,10 @@ class Database:
             self.health.ok()
         return result
 
+    def writer(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """The in-process write lock (SQLite), for writes made outside `begin`."""
+        return self._writer()
+
     @contextlib.asynccontextmanager
     async def _writer(self) -> AsyncIterator[None]:
         if self._write_lock is None:

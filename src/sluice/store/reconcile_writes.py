@@ -1,4 +1,4 @@
-"""The engine's most frequent write on SQLite in one trip to the driver's thread.
+"""The engine's most frequent write on SQLite without a trip to the driver's thread.
 
 A reconcile that changes only nodes and events (not the execution's phase) writes: its lease
 held (UPDATE executions ... WHERE owner), each changed node a compare-and-swap on its version,
@@ -7,8 +7,10 @@ and aiosqlite's thread (BEGIN, three statements, COMMIT, the pool's reset) and t
 built and compiled each time; measured, those trips and that building were most of a chain
 step's cost (docs/performance.md). Here the SQL is written once, from the schema, and the
 whole transaction (BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the lease or a version does
-not match) runs as one function in the driver's thread: the same statements, the same
-atomicity, under the same in-process write lock; errors are translated as every store error.
+not match) runs as one function: on a connection of its own in the event loop's thread when
+SQLite's write lock is free (it never waits there), else in the driver's thread, which waits
+for the lock and translates errors as every store error. The same statements, the same
+atomicity, under the same in-process write lock.
 
 PostgreSQL keeps the repository path (its driver has no thread hop to save).
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 import enum
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sluice.store import schema
@@ -50,6 +52,9 @@ class ReconcileWrites:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        assert db.url.path is not None, "ReconcileWrites is for SQLite"
+        self._path = str(db.url.path)
+        self._conn: sqlite3.Connection | None = None
         nodes = schema.node_executions
         self._node_columns = _columns(nodes, (*_KEYS, "version"))
         assignments = ", ".join(f"{name} = ?" for name, _ in self._node_columns)
@@ -65,6 +70,29 @@ class ReconcileWrites:
         self._hold = (
             f"UPDATE {schema.executions.name} SET owner_expires_at = ? WHERE id = ? AND owner = ?"
         )
+
+    def _here(
+        self, transaction: Callable[[sqlite3.Connection], WriteOutcome]
+    ) -> WriteOutcome | None:
+        """Run the transaction on this object's own connection, in the event loop's thread:
+        four statements of a few microseconds each, where a trip to a driver thread costs
+        hundreds. The connection never waits for a lock (busy_timeout 0): when another process
+        holds SQLite's write lock, or anything else fails, None (nothing was written; the
+        caller goes through the driver's thread, which waits and reports errors)."""
+        try:
+            if self._conn is None:
+                conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA busy_timeout = 0")
+                conn.execute("PRAGMA synchronous = NORMAL")  # as the store's (WAL: the file's)
+                self._conn = conn
+            return transaction(self._conn)
+        except sqlite3.Error:
+            return None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     @classmethod
     def for_database(cls, db: Database) -> ReconcileWrites | None:
@@ -119,7 +147,10 @@ class ReconcileWrites:
             conn.execute("COMMIT" if outcome is WriteOutcome.WRITTEN else "ROLLBACK")
             return outcome
 
-        outcome = await self._db.run_in_driver(transaction)
+        async with self._db.writer():
+            outcome = self._here(transaction)
+        if outcome is None:  # another process writes now: wait for it in the driver's thread
+            outcome = await self._db.run_in_driver(transaction)
         if outcome is WriteOutcome.WRITTEN:
             for record in nodes:
                 record.version += 1
