@@ -305,7 +305,7 @@ class TaskHandler:
             task=node.task,
             inputs=rec.inputs or {},
             state=PendingState(rec.plugin_state_version, rec.plugin_state),
-            resource_manager=self.scheduling.resource_manager(plugin_id, ex.id, node.id),
+            resource_manager=lambda: self.scheduling.resource_manager(plugin_id, ex.id, node.id),
             secrets=self.s.secrets,
             clock=self.s.clock,
             refresh=lambda: self.scheduling.refresh(ex.id, node.id),
