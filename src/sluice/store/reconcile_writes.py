@@ -78,7 +78,9 @@ class ReconcileWrites:
         four statements of a few microseconds each, where a trip to a driver thread costs
         hundreds. The connection never waits for a lock (busy_timeout 0): when another process
         holds SQLite's write lock, or anything else fails, None (nothing was written; the
-        caller goes through the driver's thread, which waits and reports errors)."""
+        caller goes through the driver's thread, which waits and reports errors). A commit
+        that crosses the WAL's auto-checkpoint threshold checkpoints here, as it would in the
+        driver's thread: now and then a few milliseconds of the loop."""
         try:
             if self._conn is None:
                 conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
@@ -149,6 +151,8 @@ class ReconcileWrites:
 
         async with self._db.writer():
             outcome = self._here(transaction)
+        if outcome is not None and self._db.health.down_since is not None:
+            self._db.health.ok()  # as any transaction that succeeds
         if outcome is None:  # another process writes now: wait for it in the driver's thread
             outcome = await self._db.run_in_driver(transaction)
         if outcome is WriteOutcome.WRITTEN:
