@@ -226,8 +226,9 @@ class ExecutionDriver:
         crash_point("engine.after_persist")
 
     async def _write_nodes(self, ex: ExecutionState, until: float) -> None:
-        """The common reconcile (nodes and events, the execution's phase unchanged) in one
-        trip to SQLite's driver thread: the same statements as _write_all, compiled once."""
+        """The common reconcile (nodes and events, the execution's phase unchanged) on
+        SQLite: the same statements as _write_all, compiled once, in one transaction run
+        without a trip to the driver's thread when it can (store/reconcile_writes.py)."""
         assert self._writes is not None
         changed = [ex.nodes[node_id].record for node_id in sorted(ex.changed)]
         outcome = await self._writes.write(ex.id, self.s.engine_id, until, changed, ex.events)
