@@ -82,7 +82,7 @@ class NodeContext:
         task: TaskSpec,
         inputs: Mapping[str, Any],
         state: PendingState,
-        resource_manager: ResourceManager,
+        resource_manager: Callable[[], ResourceManager],
         secrets: EnvSecrets,
         clock: Clock,
         refresh: Callable[[], None],
@@ -93,11 +93,20 @@ class NodeContext:
         self.inputs = inputs
         self.outputs = PendingOutputs()
         self.state = state
-        self.resource_manager = resource_manager
+        self._resource_manager = resource_manager
+        self._resources: ResourceManager | None = None
         self.secrets = secrets
         self.clock = clock
         self._refresh = refresh
         self.log_writer: TaskLogWriter = log_writer or DiscardingLog()
+
+    @property
+    def resource_manager(self) -> ResourceManager:
+        """Made when a plugin first asks for it: most calls (a python task's) never do, and
+        making one checks the namespace and holder (tens of microseconds)."""
+        if self._resources is None:
+            self._resources = self._resource_manager()
+        return self._resources
 
     @property
     def state_reader(self) -> PendingState:

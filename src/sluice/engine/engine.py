@@ -131,6 +131,8 @@ class Engine:
                 self.scheduling.admit()
 
     async def _reconcile(self, ex: ExecutionState) -> None:
+        if self._executions.get(ex.id) is not ex:
+            return  # dropped (ended, lost) while this worker waited for it: nothing to do
         try:
             await self.driver.reconcile(ex)
         except LostOwnership:
@@ -374,6 +376,7 @@ class Engine:
                 log.error("engine loop %s did not stop within %ss", task.get_name(), _STOP_GRACE)
         self.scheduling.cancel_timers()
         self._tasks.clear()
+        self.driver.close()
         log.info("engine %s stopped", self.engine_id)
 
     async def wait(self, execution_id: str) -> None:

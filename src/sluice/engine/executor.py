@@ -21,6 +21,7 @@ from sluice.plugins.core.phase import PhaseInfo
 from sluice.spec.compound import is_compound
 from sluice.spec.phases import ExecutionPhase, NodePhase
 from sluice.store.notify import EXECUTIONS_CHANNEL, Notifier
+from sluice.store.reconcile_writes import ReconcileWrites, WriteOutcome
 from sluice.store.records import EventRecord
 from sluice.store.store import Repos, Store
 
@@ -49,9 +50,17 @@ class ExecutionDriver:
         launches = LaunchPlanNodes(store, notifier, services.clock, scheduling.wake_at)
         self.compound = CompoundNodes(self.handler, launches)
         self._steps = asyncio.Semaphore(64)
+        self._writes = ReconcileWrites.for_database(store.db)
+
+    def close(self) -> None:
+        """Close what this driver holds of its own (the compiled writes' connection)."""
+        if self._writes is not None:
+            self._writes.close()
 
     async def reconcile(self, ex: ExecutionState) -> None:
         async with ex.lock:
+            if ex.record.phase.is_terminal and not (ex.todo or ex.changed or ex.events):
+                return  # ended by the reconcile this one waited for: nothing left to do
             if ex.record.phase is ExecutionPhase.QUEUED:
                 self._set_phase(ex, ExecutionPhase.RUNNING, started_at=self.s.clock.now())
             if ex.record.phase in (ExecutionPhase.ABORTING, ExecutionPhase.FAILING):
@@ -198,7 +207,7 @@ class ExecutionDriver:
         if phase.is_terminal:
             rec.ended_at = now
             if self.s.counters is not None:
-                self.s.counters.executions.labels(phase.value).inc()
+                self.s.counters.finished(phase.value)
         for key, value in fields.items():
             setattr(rec, key, value)
         ex.execution_changed = True
@@ -217,6 +226,31 @@ class ExecutionDriver:
         if not (ex.changed or ex.events or ex.execution_changed):
             return
         until = self.s.clock.now() + self.s.config.execution_lease
+        inserts = any(not ex.nodes[node_id].stored for node_id in ex.changed)  # new children
+        if self._writes is not None and not ex.execution_changed and not inserts:
+            await self._write_nodes(ex, until)
+        else:
+            await self._write_all(ex, until)
+        for node_id in ex.changed:
+            ex.nodes[node_id].stored = True
+        ex.changed.clear()
+        ex.events.clear()
+        ex.execution_changed = False
+        crash_point("engine.after_persist")
+
+    async def _write_nodes(self, ex: ExecutionState, until: float) -> None:
+        """The common reconcile (nodes and events, the execution's phase unchanged) on
+        SQLite: the same statements as _write_all, compiled once, in one transaction run
+        without a trip to the driver's thread when it can (store/reconcile_writes.py)."""
+        assert self._writes is not None
+        changed = [ex.nodes[node_id].record for node_id in sorted(ex.changed)]
+        outcome = await self._writes.write(ex.id, self.s.engine_id, until, changed, ex.events)
+        if outcome is WriteOutcome.LEASE_LOST:
+            raise LostOwnership(ex.id)
+        if outcome is WriteOutcome.NODE_CHANGED:
+            raise LostOwnership(f"{ex.id}: a node was changed by another engine")
+
+    async def _write_all(self, ex: ExecutionState, until: float) -> None:
         async with self.store.write() as repos:
             if not await repos.executions.hold(ex.id, self.s.engine_id, until):
                 raise LostOwnership(ex.id)
@@ -227,12 +261,6 @@ class ExecutionDriver:
             await repos.events.append(ex.events)
             if ex.execution_changed:
                 await self._write_phase(repos, ex)
-        for node_id in ex.changed:
-            ex.nodes[node_id].stored = True
-        ex.changed.clear()
-        ex.events.clear()
-        ex.execution_changed = False
-        crash_point("engine.after_persist")
 
     async def _write_phase(self, repos: Repos, ex: ExecutionState) -> None:
         rec = ex.record

@@ -305,7 +305,7 @@ class TaskHandler:
             task=node.task,
             inputs=rec.inputs or {},
             state=PendingState(rec.plugin_state_version, rec.plugin_state),
-            resource_manager=self.scheduling.resource_manager(plugin_id, ex.id, node.id),
+            resource_manager=lambda: self.scheduling.resource_manager(plugin_id, ex.id, node.id),
             secrets=self.s.secrets,
             clock=self.s.clock,
             refresh=lambda: self.scheduling.refresh(ex.id, node.id),
@@ -330,7 +330,9 @@ class TaskHandler:
             until = self.s.clock.now() + limit
             call = _HandleCall(future, ctx, plugin.id, until, limit, by_task)
             try:
-                await asyncio.wait({future}, timeout=min(limit, _STEP_BUDGET))
+                await asyncio.sleep(0)  # most handle() calls end in their first step
+                if not future.done():
+                    await asyncio.wait({future}, timeout=min(limit, _STEP_BUDGET))
             except asyncio.CancelledError:
                 future.cancel()
                 raise
@@ -443,7 +445,8 @@ class TaskHandler:
         self, ex: ExecutionState, node: NodeState, info: PhaseInfo, at: float | None = None
     ) -> None:
         """Update the node's task phase; an event only for a new (phase, version), at `at`
-        (default now)."""
+        (default now), never before the node's last change: a phase the plugin passed through
+        may have begun before the engine recorded the one before it."""
         rec = node.record
         if (info.phase, info.version) != (rec.task_phase, rec.phase_version):
             ex.events.append(
@@ -454,7 +457,7 @@ class TaskHandler:
                     phase=info.phase.name,
                     phase_version=info.version,
                     reason=info.reason,
-                    occurred_at=self.s.clock.now() if at is None else at,
+                    occurred_at=self.s.clock.now() if at is None else max(at, rec.updated_at),
                     info=info.error.to_json() if info.error else None,
                 )
             )
@@ -469,7 +472,7 @@ class TaskHandler:
                 info.reason,
             )
             if self.s.counters is not None:
-                self.s.counters.transitions.labels(info.phase.name).inc()
+                self.s.counters.transition(info.phase.name)
         if info.reason != rec.reason:
             rec.reason = info.reason
             ex.mark_changed(node)
@@ -557,6 +560,9 @@ class TaskHandler:
             raise PluginCallTimeout(method, 0.0, True)
         future: asyncio.Future[T] = asyncio.ensure_future(call())
         try:
+            await asyncio.sleep(0)  # most calls end in their first step: no timer for them
+            if future.done():
+                return future.result()
             done, _ = await asyncio.wait({future}, timeout=limit)
         except asyncio.CancelledError:
             future.cancel()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +68,9 @@ class ExecutionState:
     events: list[EventRecord] = field(default_factory=list)
     execution_changed: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _ended_prefix: int = field(default=0, init=False, repr=False)
+    """How many nodes, in `nodes` order, are known terminal from the first on: a node's terminal
+    phase is final and nodes are only ever added, so all_terminal resumes its scan there."""
 
     @property
     def id(self) -> str:
@@ -101,7 +105,13 @@ class ExecutionState:
         return _SucceededOutputs(self.nodes)
 
     def all_terminal(self) -> bool:
-        return all(n.record.phase.is_terminal for n in self.nodes.values())
+        """Every node is terminal; amortised O(1) per call (the scan resumes at the first node
+        not yet seen terminal), not O(nodes): a chain of N would otherwise cost O(N^2)."""
+        for node in itertools.islice(self.nodes.values(), self._ended_prefix, None):
+            if not node.record.phase.is_terminal:
+                return False
+            self._ended_prefix += 1
+        return True
 
 
 def node_holder(ex: ExecutionState, node: NodeState, priority: int = 0) -> Holder:

@@ -21,7 +21,7 @@ def utc(timestamp: float | None) -> datetime | None:
 
 
 class View(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)  # built on first use
 
 
 class Page(View, Generic[T]):

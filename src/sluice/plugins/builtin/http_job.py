@@ -62,7 +62,7 @@ PLUGIN_ID = "http_job"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built on first use
 
 
 class CreateRequest(_Model):

@@ -165,6 +165,8 @@ class _Process:
         return answer
 
     async def _output_ended(self) -> None:
+        if all(ended.is_set() for ended in self._ended.values()):
+            return  # the usual case: both markers were read before the answer
         waits = [asyncio.ensure_future(e.wait()) for e in self._ended.values()]
         _, pending = await asyncio.wait(waits, timeout=_MARKER_WAIT)
         for wait in pending:
@@ -195,10 +197,19 @@ class WorkerPool:
         self._running: dict[str, _Process] = {}
         self._workers: list[asyncio.Task[None]] = []
         self._processes: set[_Process] = set()
+        self._idle = 0
+        """Workers waiting for a job."""
+        self._starting = 0
+        """Workers whose process is being spawned: each takes a job soon."""
 
     @property
     def size(self) -> int:
         return self._size
+
+    @property
+    def started(self) -> int:
+        """Workers started so far (at most `size`)."""
+        return len(self._workers)
 
     def submit(
         self,
@@ -214,12 +225,17 @@ class WorkerPool:
         job = Job(job_id, payload, future, on_start, on_output=on_output)
         self._jobs[job_id] = job
         self._queue.put_nowait(job)
-        self.start()
+        if self._queue.qsize() > self._idle + self._starting:
+            self.start(len(self._workers) + 1)  # no worker free or on its way: one more
         return job
 
-    def start(self) -> None:
-        """Start every worker now (they import in parallel), rather than one per first job."""
-        while len(self._workers) < self._size:
+    def start(self, count: int | None = None) -> None:
+        """Have `count` workers (every one by default) started now, so that they import in
+        parallel. Beyond them, a worker is started when a job finds none free or starting:
+        a run of one task, or of a chain, does not pay for processes it never uses."""
+        wanted = self._size if count is None else min(count, self._size)
+        while len(self._workers) < wanted:
+            self._starting += 1
             self._workers.append(asyncio.create_task(self._work(), name="sluice-pool-worker"))
 
     def get(self, job_id: str) -> Job | None:
@@ -238,9 +254,16 @@ class WorkerPool:
             job.future.cancel()
 
     async def _work(self) -> None:
-        process: _Process | None = await self._spawn()
+        try:
+            process: _Process | None = await self._spawn()
+        finally:
+            self._starting -= 1
         while True:
-            job = await self._queue.get()
+            self._idle += 1
+            try:
+                job = await self._queue.get()
+            finally:
+                self._idle -= 1
             if self._jobs.get(job.id) is not job or job.future.done():
                 continue  # cancelled while queued
             if process is None or not process.alive:

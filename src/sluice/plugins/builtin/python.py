@@ -10,6 +10,7 @@ RUNNING phase it passed through, at the time the worker took it, before its outc
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,8 @@ from sluice.plugins.core.plugin import PluginEntry, PluginProperties
 
 PLUGIN_ID = "python"
 _STATE_VERSION = 1
+_RUNNING_AFTER = 0.05
+"""Seconds a job runs before the engine is woken to report it RUNNING (see _on_start)."""
 
 
 class PythonPlugin:
@@ -87,7 +90,7 @@ class PythonPlugin:
             return Transition.to(payload)
         previous = ctx.state_reader.get()
         job = self.pool.submit(
-            self._job_id(ctx), payload, on_start=ctx.refresh, on_output=_writer(ctx)
+            self._job_id(ctx), payload, on_start=self._on_start(ctx), on_output=_writer(ctx)
         )
         job.future.add_done_callback(lambda _: ctx.refresh())
         ctx.state_writer.put(_STATE_VERSION, {"instance": self._instance})
@@ -95,6 +98,23 @@ class PythonPlugin:
         if previous and previous.get("instance") != self._instance:
             reason = "submitted again: the engine that ran it is gone"
         return Transition.to(PhaseInfo.queued(0, reason))
+
+    def _on_start(self, ctx: TaskExecutionContext) -> Callable[[], None]:
+        """Called when a worker takes the job: the engine is asked to look at the task again
+        (and report it RUNNING) only if the job is still running a moment later. A job done
+        sooner reports the RUNNING it passed through, at its start time, with its outcome: one
+        engine step per short task instead of two."""
+        job_id = self._job_id(ctx)
+
+        def still_running() -> None:
+            job = None if self._pool is None else self._pool.get(job_id)
+            if job is not None and not job.future.done():
+                ctx.refresh()
+
+        def on_start() -> None:
+            asyncio.get_running_loop().call_later(_RUNNING_AFTER, still_running)
+
+        return on_start
 
     def _outcome(self, ctx: TaskExecutionContext, job: Job) -> PhaseInfo:
         future = job.future
@@ -122,8 +142,9 @@ class PythonPlugin:
         return PhaseInfo.retryable_failure(failure["type"], message, ErrorKind.USER)
 
     async def warm_up(self) -> None:
-        """Start the worker processes before the first task needs one."""
-        self.pool.start()
+        """Start a worker process before the first task needs one (more start as jobs
+        queue up)."""
+        self.pool.start(1)
 
     async def abort(self, ctx: TaskExecutionContext) -> None:
         if self._pool is not None:

@@ -39,7 +39,7 @@ _CHUNK = 64 * 1024
 
 
 class ShellConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use
 
     command: str | list[str]
     env: dict[str, str] = Field(default_factory=dict)

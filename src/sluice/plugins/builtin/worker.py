@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import signal
@@ -64,16 +65,23 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         }
 
 
+@functools.cache
+def _libc() -> Any:
+    """This process's C library, opened once (dlopen costs tens of microseconds per job)."""
+    return ctypes.CDLL(None)
+
+
 def _end_output(marker: bytes) -> None:
     """Flush everything the job printed, then mark its end on both streams."""
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         with contextlib.suppress(Exception):
             stream.flush()  # type: ignore[union-attr]
     with contextlib.suppress(Exception):
-        ctypes.CDLL(None).fflush(None)  # C code's stdio buffers
+        _libc().fflush(None)  # C code's stdio buffers
+    line = marker + b"\n"
     for fd in (1, 2):
         with contextlib.suppress(OSError):
-            os.write(fd, marker + b"\n")
+            os.write(fd, line)
 
 
 def main(argv: list[str]) -> None:

@@ -12,7 +12,7 @@ from sluice.plugins.ray.config import describe
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built on first use
 
 
 def _scheduler_address(value: str | None) -> str | None:

@@ -14,7 +14,7 @@ ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built on first use
 
 
 class FinalizerBackoff(_Section):

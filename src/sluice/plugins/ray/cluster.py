@@ -18,8 +18,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
 from sluice.errors import SluiceError
 from sluice.plugins.local_processes import LOOPBACK, free_port, log_tail, start_owned, stop_owned
 
@@ -100,7 +98,10 @@ class LocalRayCluster:
 
     async def wait_ready(self, within: float) -> None:
         """Return once the head's Jobs API answers; ClusterStartError after `within` seconds."""
+        import httpx  # only a Ray task pays for it, not every engine start
+
         deadline = time.monotonic() + within
+
         async with httpx.AsyncClient(timeout=2.0) as client:
             while time.monotonic() < deadline:
                 if self._nodes and self._nodes[0].poll() is not None:

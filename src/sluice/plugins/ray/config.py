@@ -11,7 +11,7 @@ from sluice.errors import InvalidPluginConfigError
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built on first use
 
 
 class WorkerGroup(_Model):
