@@ -16,11 +16,11 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
@@ -40,8 +40,27 @@ from sluice.errors import (
 )
 from sluice.store.health import StoreHealth
 
+if TYPE_CHECKING:
+    from sluice.store.direct import SqliteDirect
+
 _READ_ONLY = "sluice_read_only"
 _MAY_CREATE: ContextVar[bool] = ContextVar("sluice_may_create_database", default=True)
+COMMIT_HOOKS: ContextVar[list[Callable[[], None]] | None] = ContextVar(
+    "sluice_commit_hooks", default=None
+)
+"""The hooks of the write transaction in progress (see `after_commit`)."""
+
+
+def after_commit(hook: Callable[[], None]) -> bool:
+    """Run `hook` once the write transaction in progress (`Database.begin` or the direct
+    path's `write`) commits; it is dropped if the transaction fails. Returns False, with
+    nothing registered, outside a write transaction. A hook must be quick and not raise."""
+    hooks = COMMIT_HOOKS.get()
+    if hooks is None:
+        return False
+    if hook not in hooks:
+        hooks.append(hook)
+    return True
 
 
 @contextlib.contextmanager
@@ -206,6 +225,7 @@ class Database:
         # SQLite's busy handler, which sleeps in steps of up to 100 ms.
         self._write_lock = asyncio.Lock() if url.dialect == "sqlite" else None
         self._identities: dict[Path, tuple[int, int]] = {}
+        self._direct: SqliteDirect | None = None
 
     @classmethod
     async def open(cls, url: str, *, upgrade: bool | None = None) -> Database:
@@ -233,15 +253,22 @@ class Database:
 
     @contextlib.asynccontextmanager
     async def begin(self) -> AsyncIterator[AsyncConnection]:
-        """A write transaction (BEGIN IMMEDIATE on SQLite), committed on normal exit."""
+        """A write transaction (BEGIN IMMEDIATE on SQLite), committed on normal exit; then
+        the hooks registered in it with `after_commit` run."""
+        hooks: list[Callable[[], None]] = []
         async with self._writer():
+            token = COMMIT_HOOKS.set(hooks)
             try:
                 async with self.engine.begin() as conn:
                     yield conn
             except (DBAPIError, DatabaseError) as exc:
                 raise self._failed(exc) from exc
+            finally:
+                COMMIT_HOOKS.reset(token)
         if self.health.down_since is not None:
             self.health.ok()
+        for hook in hooks:
+            hook()
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
@@ -255,6 +282,28 @@ class Database:
             raise self._failed(exc) from exc
         if self.health.down_since is not None:
             self.health.ok()
+
+    @property
+    def write_lock(self) -> asyncio.Lock | None:
+        """SQLite: the lock this process's writers queue on (None on PostgreSQL)."""
+        return self._write_lock
+
+    @property
+    def busy_timeout(self) -> float:
+        """Seconds a SQLite writer waits for another process's write lock."""
+        return _BUSY_TIMEOUT
+
+    def direct(self) -> SqliteDirect:
+        """SQLite: the direct sqlite3 path for short hot transactions (store/direct.py)."""
+        if self._direct is None:
+            from sluice.store.direct import SqliteDirect
+
+            self._direct = SqliteDirect(self)
+        return self._direct
+
+    def failed(self, exc: BaseException) -> StoreError:
+        """`exc`, a driver error, as a sluice error; an unreachable store marks an outage."""
+        return self._failed(exc)
 
     def _failed(self, exc: BaseException) -> StoreError:
         error = translate_error(exc, self.url)
@@ -305,6 +354,9 @@ class Database:
                 yield
 
     async def close(self) -> None:
+        if self._direct is not None:
+            self._direct.close()
+            self._direct = None
         await self.engine.dispose()
 
 

@@ -1,0 +1,133 @@
+"""A direct sqlite3 path for the store's hottest short transactions.
+
+Through SQLAlchemy's asyncio layer every SQLite call (execute, fetch, close, commit) is a hop
+to aiosqlite's thread and back: about 70 hops for a resource allocate+release pair, which
+cost far more than the statements (docs/performance.md). A transaction of a few
+single-row statements takes tens of microseconds in SQLite itself, less than one such hop, so
+`SqliteDirect` runs it on the event loop's thread, on a connection of its own:
+
+- in-process writers still queue on the Database's asyncio write lock (shared with the
+  SQLAlchemy path), so the loop never blocks on another task of this process;
+- the connection's busy timeout is 0 on the loop's thread: when another process holds the
+  file's write lock, BEGIN fails at once, and the transaction is run again in a worker
+  thread with the normal busy timeout, so the loop never waits for another process either;
+- after COMMIT, the hooks registered in the transaction run (the notifier's local wake-up).
+
+Only for transactions that do no I/O but SQLite's and that are short: the work function is
+synchronous and must not await.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from sluice.store.database import COMMIT_HOOKS, Database
+
+T = TypeVar("T")
+Work = Callable[[sqlite3.Cursor], T]
+
+
+class SqliteDirect:
+    """One plain sqlite3 connection to the store's file, used under the Database's write lock."""
+
+    def __init__(self, db: Database) -> None:
+        if db.dialect != "sqlite" or db.url.path is None:
+            raise ValueError(f"the direct path is for SQLite files, not {db.url.display}")
+        self._db = db
+        self._path: Path = db.url.path
+        self._conn: sqlite3.Connection | None = None
+        self._lock = asyncio.Lock()  # the connection's own, for read transactions
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            conn = sqlite3.connect(str(self._path), isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA synchronous = NORMAL")  # the file is WAL already (Database.open)
+            conn.execute("PRAGMA busy_timeout = 0")
+            self._conn = conn
+        return self._conn
+
+    async def write(self, work: Work[T]) -> T:
+        """Run `work` in a BEGIN IMMEDIATE transaction and commit it; the hooks registered
+        with `database.after_commit` during `work` run once it is committed."""
+        if self._db.write_lock is None:  # pragma: no cover - SQLite always has one
+            raise RuntimeError("a SQLite database without its write lock")
+        async with self._db.write_lock, self._lock:
+            hooks: list[Callable[[], None]] = []
+            result = await self._run(work, "BEGIN IMMEDIATE", hooks)
+        for hook in hooks:
+            hook()
+        return result
+
+    async def read(self, work: Work[T]) -> T:
+        """Run `work` in a read transaction (a snapshot; takes no write lock)."""
+        async with self._lock:
+            return await self._run(work, "BEGIN", None)
+
+    async def _run(self, work: Work[T], begin: str, hooks: list[Callable[[], None]] | None) -> T:
+        conn = self._connection()
+        try:
+            try:
+                return self._transaction(conn, work, begin, hooks)
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+            # Another process holds the file: wait for it in a thread, not on the loop.
+            return await asyncio.to_thread(self._patient, conn, work, begin, hooks)
+        except sqlite3.Error as exc:
+            raise self._db.failed(exc) from exc
+        finally:
+            if self._db.health.down_since is not None:
+                with contextlib.suppress(Exception):
+                    self._db.health.ok()
+
+    def _patient(
+        self,
+        conn: sqlite3.Connection,
+        work: Work[T],
+        begin: str,
+        hooks: list[Callable[[], None]] | None,
+    ) -> T:
+        conn.execute(f"PRAGMA busy_timeout = {int(self._db.busy_timeout * 1000)}")
+        try:
+            return self._transaction(conn, work, begin, hooks)
+        finally:
+            conn.execute("PRAGMA busy_timeout = 0")
+
+    @staticmethod
+    def _transaction(
+        conn: sqlite3.Connection,
+        work: Work[T],
+        begin: str,
+        hooks: list[Callable[[], None]] | None,
+    ) -> T:
+        conn.execute(begin)
+        token = COMMIT_HOOKS.set(hooks)
+        try:
+            cursor = conn.cursor()
+            result = work(cursor)
+            conn.execute("COMMIT")
+            return result
+        except BaseException:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            if hooks is not None:
+                hooks.clear()
+            raise
+        finally:
+            COMMIT_HOOKS.reset(token)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
