@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 
@@ -35,10 +36,11 @@ from sluice.resources.backends.base import (
     ResourceBackend,
     WakeCallback,
 )
-from sluice.resources.backends.sql import pg_calls, reads, writes
+from sluice.resources.backends.sql import lite, pg_calls, reads, writes
 from sluice.resources.backends.sql.reads import Loaded
 from sluice.resources.models import NamespaceSnapshot, QuotaSource
 from sluice.store.database import Database
+from sluice.store.direct import SqliteDirect
 from sluice.store.notify import Notifier
 
 log = logging.getLogger(__name__)
@@ -113,7 +115,17 @@ class SqlBackend(ResourceBackend):
                 await writes.lock_namespaces(conn, namespaces)
                 yield conn
 
+    @property
+    def _direct(self) -> SqliteDirect | None:
+        """SQLite: the store's direct sqlite3 path, which the hot paths take (lite.py)."""
+        if self._db is None or self._db.dialect != "sqlite":
+            return None
+        return self._db.direct()
+
     async def allocate(self, request: AllocationRequest) -> AllocationOutcome:
+        direct = self._direct
+        if direct is not None:
+            return await self._allocate_direct(direct, request)
         if request.asked_before:
             refusal = await self._refusal_without_writes(request)
             if refusal is not None:
@@ -156,13 +168,46 @@ class SqlBackend(ResourceBackend):
         usage = usage_after(request, plan, states)
         return AllocationOutcome(plan.result, waited, usage, tuple(sorted(reclaimed)))
 
+    async def _allocate_direct(
+        self, direct: SqliteDirect, request: AllocationRequest
+    ) -> AllocationOutcome:
+        with _unavailable_as_backend_error():
+            if request.asked_before:
+                loaded = await direct.read(lambda cur: lite.read_for_refusal(cur, request))
+                refusal = self._refusal_from(request, loaded)
+                if refusal is not None:
+                    return refusal
+
+            def work(cur: sqlite3.Cursor) -> lite.Allocated:
+                done = lite.allocate(cur, request)
+                self._publish_direct(cur, [(ns, None) for ns in sorted(done.reclaimed)])
+                return done
+
+            done = await direct.write(work)
+        plan, states = done.plan, done.states
+        waited = plan.waited_since if plan.granted else None
+        usage = usage_after(request, plan, states)
+        return AllocationOutcome(plan.result, waited, usage, tuple(sorted(done.reclaimed)))
+
+    def _publish_direct(
+        self, cur: sqlite3.Cursor, wake: Sequence[tuple[str, tuple[str, ...] | None]]
+    ) -> None:
+        if wake and self._notifier is not None:
+            payload = json.dumps({"origin": self._origin, "wake": list(wake)})
+            self._notifier.publish_direct(cur, WAKE_CHANNEL, payload)
+
     async def _refusal_without_writes(self, request: AllocationRequest) -> AllocationOutcome | None:
         """A waiter asking again on its own (not named ready by a wake-up), with nothing to
         reclaim, renew or record, is refused from a plain read, without the write lock. Any
         other case, a grant included, returns None and goes through the write transaction,
         which judges again. A stale read can only delay a waiter until its next ask."""
         names = [c.namespace for c in request.claims]
-        loaded = await self._read_for_refusal(request, names)
+        return self._refusal_from(request, await self._read_for_refusal(request, names))
+
+    @staticmethod
+    def _refusal_from(
+        request: AllocationRequest, loaded: Loaded | None
+    ) -> AllocationOutcome | None:
         if loaded is None:
             return None
         states = loaded.states
@@ -233,6 +278,16 @@ class SqlBackend(ResourceBackend):
         self, token: str, namespaces: Sequence[str], now: float
     ) -> tuple[NamespaceUsage, ...]:
         names = list(dict.fromkeys(namespaces))
+        direct = self._direct
+        if direct is not None:
+
+            def work(cur: sqlite3.Cursor) -> tuple[NamespaceUsage, ...]:
+                usage = lite.release(cur, token, names, now)
+                self._publish_direct(cur, [(u.namespace, u.ready) for u in usage])
+                return usage
+
+            with _unavailable_as_backend_error():
+                return await direct.write(work)
         if self._functions:
             async with self._transaction(()) as conn:
                 usage = await pg_calls.release(conn, token, names, now)
@@ -259,6 +314,14 @@ class SqlBackend(ResourceBackend):
     ) -> frozenset[str]:
         # Single-row updates guarded by `expiry > now` need no namespace lock: a concurrent
         # reclaim re-checks the same condition and skips a lease renewed before it.
+        direct = self._direct
+        if direct is not None:
+            names = list(namespaces)
+            with _unavailable_as_backend_error():
+                held = await direct.write(
+                    lambda cur: lite.extend_leases(cur, token, names, now, lease)
+                )
+            return frozenset(held)
         async with self._transaction(()) as conn:
             return frozenset(await writes.extend_leases(conn, token, namespaces, now, lease))
 
