@@ -42,6 +42,8 @@ from sluice.store.health import StoreHealth
 
 if TYPE_CHECKING:
     from sluice.store.direct import SqliteDirect
+    from sluice.store.pgdirect import PgDirect
+    from sluice.store.pgdirect import PgDirect
 
 _READ_ONLY = "sluice_read_only"
 _MAY_CREATE: ContextVar[bool] = ContextVar("sluice_may_create_database", default=True)
@@ -226,6 +228,7 @@ class Database:
         self._write_lock = asyncio.Lock() if url.dialect == "sqlite" else None
         self._identities: dict[Path, tuple[int, int]] = {}
         self._direct: SqliteDirect | None = None
+        self._pg_direct: PgDirect | None = None
 
     @classmethod
     async def open(cls, url: str, *, upgrade: bool | None = None) -> Database:
@@ -301,6 +304,14 @@ class Database:
             self._direct = SqliteDirect(self)
         return self._direct
 
+    def pg_direct(self) -> PgDirect:
+        """PostgreSQL: the direct psycopg path for hot calls (store/pgdirect.py)."""
+        if self._pg_direct is None:
+            from sluice.store.pgdirect import PgDirect
+
+            self._pg_direct = PgDirect(self)
+        return self._pg_direct
+
     def failed(self, exc: BaseException) -> StoreError:
         """`exc`, a driver error, as a sluice error; an unreachable store marks an outage."""
         return self._failed(exc)
@@ -357,6 +368,9 @@ class Database:
         if self._direct is not None:
             self._direct.close()
             self._direct = None
+        if self._pg_direct is not None:
+            await self._pg_direct.close()
+            self._pg_direct = None
         await self.engine.dispose()
 
 
