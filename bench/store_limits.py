@@ -6,8 +6,9 @@
 - `sqlite_cas`: a compare-and-swap UPDATE (`... SET v = v + 1 WHERE k = ? AND v = ?`) and its
   commit, on a WAL file with synchronous=NORMAL, through the plain sqlite3 module: what one
   write transaction of the embedded store costs at the least;
-- `postgresql_upsert`: one `INSERT ... ON CONFLICT DO UPDATE` in autocommit through a plain
-  psycopg 3 async connection: one round trip and one commit;
+- `postgresql_upsert`: one `INSERT ... ON CONFLICT DO UPDATE` of one row of a plain (logged)
+  table in autocommit through a plain psycopg 3 async connection: one round trip and one
+  commit, with its WAL flush (a temporary table would skip the flush);
 - `redis_two_pings`: two PINGs on one redis-py async connection: the round trips an
   allocate+release pair needs at the least.
 
@@ -21,6 +22,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import secrets
 import sqlite3
 import sys
 import tempfile
@@ -77,24 +80,28 @@ class PostgresUpsert:
         self._url = url
         self._conn: Any = None
         self._count = 0
+        # A plain (logged) table: a temporary one writes no WAL, so its commits cost nothing.
+        self._table = f"sluice_limit_upsert_{os.getpid()}_{secrets.token_hex(3)}"
 
     async def open(self) -> None:
         import psycopg
 
         self._conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
         await self._conn.execute(
-            "CREATE TEMPORARY TABLE limit_upsert (k integer PRIMARY KEY, v bigint NOT NULL)"
+            f"CREATE TABLE {self._table} (k integer PRIMARY KEY, v bigint NOT NULL)"
         )
 
     async def step(self) -> None:
         self._count += 1
         await self._conn.execute(
-            "INSERT INTO limit_upsert VALUES (1, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+            f"INSERT INTO {self._table} VALUES (1, %s)"
+            " ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
             (self._count,),
         )
 
     async def close(self) -> None:
         if self._conn is not None:
+            await self._conn.execute(f"DROP TABLE IF EXISTS {self._table}")
             await self._conn.close()
 
 
