@@ -43,7 +43,6 @@ from sluice.store.health import StoreHealth
 if TYPE_CHECKING:
     from sluice.store.direct import SqliteDirect
     from sluice.store.pgdirect import PgDirect
-    from sluice.store.pgdirect import PgDirect
 
 _READ_ONLY = "sluice_read_only"
 _MAY_CREATE: ContextVar[bool] = ContextVar("sluice_may_create_database", default=True)
@@ -366,7 +365,7 @@ class Database:
 
     async def close(self) -> None:
         if self._direct is not None:
-            self._direct.close()
+            await self._direct.close()
             self._direct = None
         if self._pg_direct is not None:
             await self._pg_direct.close()

@@ -11,7 +11,11 @@ single-row statements takes tens of microseconds in SQLite itself, less than one
 - the connection's busy timeout is 0 on the loop's thread: when another process holds the
   file's write lock, BEGIN fails at once, and the transaction is run again in a worker
   thread with the normal busy timeout, so the loop never waits for another process either;
-- after COMMIT, the hooks registered in the transaction run (the notifier's local wake-up).
+- after COMMIT, the hooks registered in the transaction run (the notifier's local wake-up);
+- this connection never checkpoints on commit (`wal_autocheckpoint = 0`): a checkpoint syncs
+  the WAL and the database file, milliseconds that would stall the loop every few hundred
+  commits. Every `_CHECKPOINT_EVERY` commits a PASSIVE checkpoint runs in a worker thread
+  instead, on a connection of its own (other connections still checkpoint as they commit).
 
 Only for transactions that do no I/O but SQLite's and that are short: the work function is
 synchronous and must not await.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +33,11 @@ from typing import TypeVar
 
 from sluice.store.database import COMMIT_HOOKS, Database
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
+_CHECKPOINT_EVERY = 256
+"""Direct write commits between two background checkpoints (a few pages each: about
+SQLite's default of a checkpoint per 1000 WAL pages)."""
 Work = Callable[[sqlite3.Cursor], T]
 
 
@@ -42,12 +51,16 @@ class SqliteDirect:
         self._path: Path = db.url.path
         self._conn: sqlite3.Connection | None = None
         self._lock = asyncio.Lock()  # the connection's own, for read transactions
+        self._commits = 0
+        self._checkpointer: sqlite3.Connection | None = None
+        self._checkpoint: asyncio.Task[None] | None = None
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             conn = sqlite3.connect(str(self._path), isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA synchronous = NORMAL")  # the file is WAL already (Database.open)
             conn.execute("PRAGMA busy_timeout = 0")
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
             self._conn = conn
         return self._conn
 
@@ -61,7 +74,26 @@ class SqliteDirect:
             result = await self._run(work, "BEGIN IMMEDIATE", hooks)
         for hook in hooks:
             hook()
+        self._commits += 1
+        if self._commits >= _CHECKPOINT_EVERY and self._checkpoint is None:
+            self._commits = 0
+            self._checkpoint = asyncio.create_task(self._checkpoint_in_thread())
         return result
+
+    async def _checkpoint_in_thread(self) -> None:
+        try:
+            await asyncio.to_thread(self._checkpoint_now)
+        except sqlite3.Error as exc:  # the next one retries; a lost file shows elsewhere
+            log.debug("background checkpoint of %s failed: %s", self._path, exc)
+        finally:
+            self._checkpoint = None
+
+    def _checkpoint_now(self) -> None:
+        if self._checkpointer is None:
+            self._checkpointer = sqlite3.connect(
+                str(self._path), isolation_level=None, check_same_thread=False
+            )
+        self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     async def read(self, work: Work[T]) -> T:
         """Run `work` in a read transaction (a snapshot; takes no write lock)."""
@@ -122,10 +154,14 @@ class SqliteDirect:
         finally:
             COMMIT_HOOKS.reset(token)
 
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+    async def close(self) -> None:
+        if self._checkpoint is not None:
+            with contextlib.suppress(Exception):
+                await self._checkpoint
+        for conn in (self._conn, self._checkpointer):
+            if conn is not None:
+                conn.close()
+        self._conn = self._checkpointer = None
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:

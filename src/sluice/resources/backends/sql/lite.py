@@ -92,13 +92,11 @@ def any_lapsed(cur: Cursor, names: Sequence[str], now: float) -> bool:
 
 
 def usage_with_ready(cur: Cursor, names: Sequence[str], now: float) -> tuple[NamespaceUsage, ...]:
-    return ready_usage(
-        names,
-        load_sources(cur, names),
-        load_usage(cur, names),
-        load_waiters(cur, names, live_at=now),
-        now,
-    )
+    """In-use units, live waiters and the waiters now ready; the quotas are read only where
+    someone waits (nobody to rank otherwise)."""
+    waiters = load_waiters(cur, names, live_at=now)
+    sources = load_sources(cur, names) if waiters else {}
+    return ready_usage(names, sources, load_usage(cur, names), waiters, now)
 
 
 # Writes.
