@@ -109,10 +109,11 @@ def count_units(cur: Cursor, changes: Iterable[tuple[str, str, str, int]]) -> No
             deltas[key] += units
     if not deltas:
         return
-    cur.executemany(
-        "INSERT INTO resource_usage (namespace, project, domain, in_use) VALUES (?, ?, ?, ?)"
+    rows = ", ".join(["(?, ?, ?, ?)"] * len(deltas))  # one statement for every counter
+    cur.execute(
+        f"INSERT INTO resource_usage (namespace, project, domain, in_use) VALUES {rows}"
         " ON CONFLICT (namespace, project, domain) DO UPDATE SET in_use = in_use + excluded.in_use",
-        [(n, p, d, v) for (n, p, d), v in deltas.items()],
+        [value for (n, p, d), v in deltas.items() for value in (n, p, d, v)],
     )
     touched = sorted({key[0] for key, units in deltas.items() if units < 0})
     if touched:
