@@ -6,17 +6,18 @@ owner's `Catalog.put` to the moment the LAST waiter has the entry, per round (p5
 on SQLite and PostgreSQL. Target: p99 under 50 ms (upstream re-checks every 10 s).
 
 A waiter is a waiting node, hosted by an engine; the engine is built as Runtime and Engine
-build it: its own Database, Notifier (production poll interval: SQLite polls
-`PRAGMA data_version` every 20 ms; PostgreSQL LISTENs), Catalog (started, with its sweeper;
-the database clock on PostgreSQL) and NodeAdmission, the Catalog subscribed once through
-`Catalog.subscribe` to `NodeAdmission.on_cache_key`, and a queue of woken waiters drained by the
-engine's workers (`engine_workers`, Engine's 4). A round does, for each waiter, what the
-engine's cache gate does: `get` (a miss), `get_or_extend_reservation` (the owner's, so the
-waiter holds none), `NodeAdmission.wait_for_cache(..., at_latest=expires_at)` (the slow fallback
-timer), then it tells the owner it is ready. The owner puts (then releases, as the engine
-does) only once every waiter of the herd is ready. A wake-up (or the timer) re-enqueues the
-waiter, which re-runs `get` until it sees the entry and reports `time.monotonic()` then
-(CLOCK_MONOTONIC: one clock for every process on the machine).
+build it: its own Database, Notifier (SQLite: a datagram from the committing process, with
+`PRAGMA data_version` polled every 500 ms as a fallback; PostgreSQL LISTENs), Catalog
+(started, with its sweeper; the database clock on PostgreSQL) and NodeAdmission, the Catalog
+subscribed once through `Catalog.subscribe` to `NodeAdmission.on_cache_key`, and a queue of
+woken waiters drained by the engine's workers (`engine_workers`, Engine's 4). A round does,
+for each waiter, what the engine's cache gate does: `get` (a miss),
+`get_or_extend_reservation` (the owner's, so the waiter holds none),
+`NodeAdmission.wait_for_cache(..., at_latest=expires_at)` (the slow fallback timer), then it
+tells the owner it is ready. The owner puts (then releases, as the engine does) only once
+every waiter of the herd is ready. A wake-up (or the timer) re-enqueues the waiter, which
+re-runs `get` until it sees the entry and reports `time.monotonic()` then (CLOCK_MONOTONIC:
+one clock for every process on the machine).
 
 Hosting (`hosting` in each line), two shapes:
 - "processes" (the worst case): every waiter is an engine of its own, one per process (a herd
@@ -104,7 +105,9 @@ WARMUP_ROUNDS = 2
 DEFAULT_ENGINES = 4  # the engines of the default run's engine-hosted herds
 REPORT_TIMEOUT = 90.0  # a bound on a hang (lost wake-ups still arrive by the 30 s timer)
 # The poll interval of the SQLite notifier: Notifier's default, which the runtime uses.
-SQLITE_POLL_MS = round(inspect.signature(Notifier).parameters["poll_interval"].default * 1000)
+SQLITE_FALLBACK_MS = round(
+    inspect.signature(Notifier).parameters["fallback_interval"].default * 1000
+)
 Message = tuple[Any, ...]
 Queue = Any  # a multiprocessing queue of Message (its class is not generic at runtime)
 
@@ -484,7 +487,8 @@ def herd_line(
     notices = [r.last_notice_ms for r in rounds if r.last_notice_ms is not None]
     rechecks = [r.recheck_ms for r in rounds if r.recheck_ms is not None]
     notifier = (
-        f"PRAGMA data_version polled every {SQLITE_POLL_MS} ms"
+        "a datagram beside the file (store/localwake.py), PRAGMA data_version polled every"
+        f" {SQLITE_FALLBACK_MS} ms as a fallback"
         if backend == "sqlite"
         else "LISTEN/NOTIFY"
     )
