@@ -174,3 +174,31 @@ async def test_a_direct_write_waits_for_another_processs_lock_off_the_loop(
     finally:
         other.close()
         await db.close()
+
+
+async def test_a_direct_write_cancelled_while_it_waits_keeps_the_connection_usable(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'sluice.db'}"
+    db = await Database.open(url)
+    other = sqlite3.connect(str(tmp_path / "sluice.db"), isolation_level=None)
+    insert = "INSERT INTO notifications (channel, payload, origin, created_at) VALUES (?, ?, ?, ?)"
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        waiting = asyncio.create_task(
+            db.direct().write(lambda cur: cur.execute(insert, ("c", "late", "o", 0.0)).rowcount)
+        )
+        await asyncio.sleep(0.2)
+        waiting.cancel()
+        await asyncio.sleep(0.1)
+        assert not waiting.done()  # it waits for its thread, which still holds the connection
+        other.execute("COMMIT")
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(waiting, WAIT)
+        rows = await db.direct().write(
+            lambda cur: cur.execute("SELECT payload FROM notifications").fetchall()
+        )
+        assert rows == [("late",)]  # committed, though its caller was gone
+    finally:
+        other.close()
+        await db.close()

@@ -104,18 +104,40 @@ class SqliteDirect:
         conn = self._connection()
         try:
             try:
-                return self._transaction(conn, work, begin, hooks)
+                result = self._transaction(conn, work, begin, hooks)
             except sqlite3.OperationalError as exc:
                 if not _busy(exc):
                     raise
-            # Another process holds the file: wait for it in a thread, not on the loop.
-            return await asyncio.to_thread(self._patient, conn, work, begin, hooks)
+                # Another process holds the file: wait for it in a thread, not on the loop.
+                result = await self._in_thread(conn, work, begin, hooks)
         except sqlite3.Error as exc:
             raise self._db.failed(exc) from exc
-        finally:
-            if self._db.health.down_since is not None:
-                with contextlib.suppress(Exception):
-                    self._db.health.ok()
+        if self._db.health.down_since is not None:
+            self._db.health.ok()
+        return result
+
+    async def _in_thread(
+        self,
+        conn: sqlite3.Connection,
+        work: Work[T],
+        begin: str,
+        hooks: list[Callable[[], None]] | None,
+    ) -> T:
+        """`_patient` in a worker thread. Cancelled, it still waits for the thread to finish
+        before the caller releases the locks: the connection is never used by two threads at
+        once (the transaction may then commit with nobody told, as a lost answer would)."""
+        running = asyncio.ensure_future(asyncio.to_thread(self._patient, conn, work, begin, hooks))
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            while not running.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait([running])
+            if not running.cancelled() and running.exception() is None and hooks is not None:
+                for hook in hooks:  # committed: wake the other processes all the same
+                    hook()
+                hooks.clear()
+            raise
 
     def _patient(
         self,

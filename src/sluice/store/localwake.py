@@ -52,7 +52,7 @@ class WakeSender:
 
     def wake_all(self) -> None:
         """Send a wake-up to every registered process (this one included); forget the dead."""
-        names = self._registered()
+        names = list(self._registered())  # a copy: forget() removes from the listing
         if not names or self._base is None:
             return
         for name in names:
