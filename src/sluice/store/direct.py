@@ -101,8 +101,8 @@ class SqliteDirect:
             return await self._run(work, "BEGIN", None)
 
     async def _run(self, work: Work[T], begin: str, hooks: list[Callable[[], None]] | None) -> T:
-        conn = self._connection()
         try:
+            conn = self._connection()
             try:
                 result = self._transaction(conn, work, begin, hooks)
             except sqlite3.OperationalError as exc:
