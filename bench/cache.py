@@ -444,10 +444,11 @@ class Hosting:
         return [[count] for count in spread(herd, min(self.size, herd))]
 
     def connections(self, herd: int) -> int:
-        """PostgreSQL connections the herd may hold: per engine, its LISTEN connection and
-        one pooled connection per concurrent operation (at most one per worker)."""
+        """PostgreSQL connections the herd may hold: per engine, its LISTEN connection and,
+        per concurrent operation (at most one per worker), one pooled connection (entry
+        reads) and one direct connection (reservation claims: store/pgdirect.py)."""
         engines = [waiters for process in self.layout(herd) for waiters in process]
-        return sum(1 + min(waiters, ENGINE_WORKERS) for waiters in engines)
+        return sum(1 + 2 * min(waiters, ENGINE_WORKERS) for waiters in engines)
 
 
 async def measure_herd(
