@@ -6,17 +6,18 @@ owner's `Catalog.put` to the moment the LAST waiter has the entry, per round (p5
 on SQLite and PostgreSQL. Target: p99 under 50 ms (upstream re-checks every 10 s).
 
 A waiter is a waiting node, hosted by an engine; the engine is built as Runtime and Engine
-build it: its own Database, Notifier (production poll interval: SQLite polls
-`PRAGMA data_version` every 20 ms; PostgreSQL LISTENs), Catalog (started, with its sweeper;
-the database clock on PostgreSQL) and NodeAdmission, the Catalog subscribed once through
-`Catalog.subscribe` to `NodeAdmission.on_cache_key`, and a queue of woken waiters drained by the
-engine's workers (`engine_workers`, Engine's 4). A round does, for each waiter, what the
-engine's cache gate does: `get` (a miss), `get_or_extend_reservation` (the owner's, so the
-waiter holds none), `NodeAdmission.wait_for_cache(..., at_latest=expires_at)` (the slow fallback
-timer), then it tells the owner it is ready. The owner puts (then releases, as the engine
-does) only once every waiter of the herd is ready. A wake-up (or the timer) re-enqueues the
-waiter, which re-runs `get` until it sees the entry and reports `time.monotonic()` then
-(CLOCK_MONOTONIC: one clock for every process on the machine).
+build it: its own Database, Notifier (SQLite: a datagram from the committing process, with
+`PRAGMA data_version` polled every 500 ms as a fallback; PostgreSQL LISTENs), Catalog
+(started, with its sweeper; the database clock on PostgreSQL) and NodeAdmission, the Catalog
+subscribed once through `Catalog.subscribe` to `NodeAdmission.on_cache_key`, and a queue of
+woken waiters drained by the engine's workers (`engine_workers`, Engine's 4). A round does,
+for each waiter, what the engine's cache gate does: `get` (a miss),
+`get_or_extend_reservation` (the owner's, so the waiter holds none),
+`NodeAdmission.wait_for_cache(..., at_latest=expires_at)` (the slow fallback timer), then it
+tells the owner it is ready. The owner puts (then releases, as the engine does) only once
+every waiter of the herd is ready. A wake-up (or the timer) re-enqueues the waiter, which
+re-runs `get` until it sees the entry and reports `time.monotonic()` then (CLOCK_MONOTONIC:
+one clock for every process on the machine).
 
 Hosting (`hosting` in each line), two shapes:
 - "processes" (the worst case): every waiter is an engine of its own, one per process (a herd
@@ -43,7 +44,10 @@ skipped.
 
 Reservation calls/s: one client (one Catalog) calling `get_or_extend_reservation` in a loop,
 for each of: extending its own reservation of one key, acquiring a fresh key each call, and
-finding a key held by another owner (what a waiter does).
+finding a key held by another owner (what a waiter does); the three modes alternate in rounds
+with the store's bare limit (`store_limits.py`: a CAS UPDATE + commit in WAL NORMAL on
+SQLite, a one-statement psycopg 3 upsert on PostgreSQL), and the line gives each mode's
+`ratio` to it. `--herds 0` measures the calls only.
 
 SQLite runs on a temporary file; PostgreSQL on a fresh database (`sluice_bench_<pid>_<hex>`,
 created through the admin URL, upgraded, dropped WITH (FORCE) at the end). An unreachable
@@ -75,15 +79,16 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, Literal
 
+import store_limits
 from prometheus_client import CollectorRegistry
 
-from sluice.cache import CacheEntry, Catalog, Reservation
+from sluice.cache import CacheEntry, Catalog
 from sluice.clock import SystemClock
 from sluice.config import CacheConfig, EngineConfig
 from sluice.engine.admission import NodeAdmission
@@ -100,7 +105,9 @@ WARMUP_ROUNDS = 2
 DEFAULT_ENGINES = 4  # the engines of the default run's engine-hosted herds
 REPORT_TIMEOUT = 90.0  # a bound on a hang (lost wake-ups still arrive by the 30 s timer)
 # The poll interval of the SQLite notifier: Notifier's default, which the runtime uses.
-SQLITE_POLL_MS = round(inspect.signature(Notifier).parameters["poll_interval"].default * 1000)
+SQLITE_FALLBACK_MS = round(
+    inspect.signature(Notifier).parameters["fallback_interval"].default * 1000
+)
 Message = tuple[Any, ...]
 Queue = Any  # a multiprocessing queue of Message (its class is not generic at runtime)
 
@@ -437,10 +444,11 @@ class Hosting:
         return [[count] for count in spread(herd, min(self.size, herd))]
 
     def connections(self, herd: int) -> int:
-        """PostgreSQL connections the herd may hold: per engine, its LISTEN connection and
-        one pooled connection per concurrent operation (at most one per worker)."""
+        """PostgreSQL connections the herd may hold: per engine, its LISTEN connection and,
+        per concurrent operation (at most one per worker), one pooled connection (entry
+        reads) and one direct connection (reservation claims: store/pgdirect.py)."""
         engines = [waiters for process in self.layout(herd) for waiters in process]
-        return sum(1 + min(waiters, ENGINE_WORKERS) for waiters in engines)
+        return sum(1 + 2 * min(waiters, ENGINE_WORKERS) for waiters in engines)
 
 
 async def measure_herd(
@@ -480,7 +488,8 @@ def herd_line(
     notices = [r.last_notice_ms for r in rounds if r.last_notice_ms is not None]
     rechecks = [r.recheck_ms for r in rounds if r.recheck_ms is not None]
     notifier = (
-        f"PRAGMA data_version polled every {SQLITE_POLL_MS} ms"
+        "a datagram beside the file (store/localwake.py), PRAGMA data_version polled every"
+        f" {SQLITE_FALLBACK_MS} ms as a fallback"
         if backend == "sqlite"
         else "LISTEN/NOTIFY"
     )
@@ -530,46 +539,42 @@ def summary(values: Sequence[float]) -> dict[str, float]:
 # Reservation calls/s from one client.
 
 
-async def calls_per_second(
-    call: Callable[[int], Awaitable[Reservation]], expected_owner: str, seconds: float
-) -> tuple[float, float]:
-    """(calls/s, mean ms per call) of awaiting `call(i)` back to back for `seconds`."""
-    for i in range(20):  # warm-up: connections and compiled statements
-        await call(-1 - i)
-    calls = 0
-    started = time.perf_counter()
-    deadline = started + seconds
-    while time.perf_counter() < deadline:
-        held = await call(calls)
-        if held.owner_id != expected_owner:
-            raise RuntimeError(f"expected {expected_owner}'s reservation, got {held}")
-        calls += 1
-    elapsed = time.perf_counter() - started
-    return calls / elapsed, elapsed / calls * 1000
-
-
-async def measure_calls(owner: Owner, backend: str, seconds: float) -> dict[str, Any]:
+async def measure_calls(owner: Owner, url: str, backend: str, seconds: float) -> dict[str, Any]:
+    """Calls/s of each mode, alternating in rounds with the store's bare limit (a CAS UPDATE
+    + commit on SQLite, a one-statement upsert on PostgreSQL: `store_limits.py`)."""
     catalog, prefix = owner.catalog, f"bench/calls/{secrets.token_hex(3)}"
     await catalog.get_or_extend_reservation(f"{prefix}/theirs", OTHER_OWNER, HEARTBEAT)
+    fresh = 0
 
-    async def extend_own(_: int) -> Reservation:
-        return await catalog.get_or_extend_reservation(f"{prefix}/mine", OWNER, HEARTBEAT)
+    async def expect(key: str, owner_id: str) -> None:
+        held = await catalog.get_or_extend_reservation(key, OWNER, HEARTBEAT)
+        if held.owner_id != owner_id:
+            raise RuntimeError(f"expected {owner_id}'s reservation, got {held}")
 
-    async def acquire_fresh(i: int) -> Reservation:
-        return await catalog.get_or_extend_reservation(f"{prefix}/fresh/{i}", OWNER, HEARTBEAT)
+    async def extend_own() -> None:
+        await expect(f"{prefix}/mine", OWNER)
 
-    async def held_elsewhere(_: int) -> Reservation:
-        return await catalog.get_or_extend_reservation(f"{prefix}/theirs", OWNER, HEARTBEAT)
+    async def acquire_fresh() -> None:
+        nonlocal fresh
+        fresh += 1
+        await expect(f"{prefix}/fresh/{fresh}", OWNER)
 
-    modes = {
-        "extend_own": (extend_own, OWNER),
-        "acquire_fresh": (acquire_fresh, OWNER),
-        "held_elsewhere": (held_elsewhere, OTHER_OWNER),
+    async def held_elsewhere() -> None:
+        await expect(f"{prefix}/theirs", OTHER_OWNER)
+
+    limit: Any = (
+        store_limits.PostgresUpsert(url) if backend == "postgresql" else store_limits.SqliteCas()
+    )
+    await limit.open()
+    modes: dict[str, store_limits.Step] = {
+        "extend_own": extend_own,
+        "acquire_fresh": acquire_fresh,
+        "held_elsewhere": held_elsewhere,
     }
-    rates, means = {}, {}
-    for mode, (call, expected) in modes.items():
-        rate, mean_ms = await calls_per_second(call, expected, seconds)
-        rates[mode], means[mode] = round(rate), round(mean_ms, 3)
+    try:
+        rates = await store_limits.alternate({**modes, limit.name: limit.step}, seconds * 3)
+    finally:
+        await limit.close()
     return {
         "bench": "cache",
         "measure": "get_or_extend_reservation",
@@ -577,8 +582,11 @@ async def measure_calls(owner: Owner, backend: str, seconds: float) -> dict[str,
         "clients": 1,
         "seconds_per_mode": seconds,
         "clock": "database server" if backend == "postgresql" else "system",
-        "calls_per_s": rates,
-        "mean_ms_per_call": means,
+        "calls_per_s": {mode: round(rates[mode]) for mode in modes},
+        "mean_ms_per_call": {mode: round(1000 / rates[mode], 3) for mode in modes},
+        "limit": limit.name,
+        "limit_per_s": round(rates[limit.name]),
+        "ratio": {mode: round(rates[mode] / rates[limit.name], 3) for mode in modes},
     }
 
 
@@ -607,7 +615,7 @@ async def bench_backend(url: str, backend: str, args: argparse.Namespace, hosts:
                     owner, hosts.get(), url, backend, herd, hosting, args.rounds
                 )
                 emit(line)
-        emit(await measure_calls(owner, backend, args.seconds))
+        emit(await measure_calls(owner, url, backend, args.seconds))
     finally:
         await owner.close()
 
@@ -738,8 +746,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if args.seconds is None:
         args.seconds = 0.5 if args.quick else 3.0
     sizes = [args.waiters_per_process, args.engines]
-    if args.rounds < 1 or min(args.herds) < 1 or any(n is not None and n < 1 for n in sizes):
+    if args.rounds < 1 or min(args.herds) < 0 or any(n is not None and n < 1 for n in sizes):
         parser.error("--rounds, --herds, --waiters-per-process and --engines must be positive")
+    args.herds = [herd for herd in args.herds if herd > 0]  # --herds 0: the calls only
     if args.waiters_per_process is None and args.engines is None:
         args.waiters_per_process, args.engines = 1, DEFAULT_ENGINES
     args.hostings = [
@@ -754,7 +763,9 @@ def main(argv: Sequence[str]) -> int:
     # A SIGTERM cleans up like Ctrl-C: the database is dropped, the waiter processes stopped.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     # The processes are shared by every hosting: as many as the most any herd uses.
-    hosts = LazyHosts(max(len(h.layout(herd)) for h in args.hostings for herd in args.herds))
+    hosts = LazyHosts(
+        max((len(h.layout(herd)) for h in args.hostings for herd in args.herds), default=0)
+    )
     try:
         for backend in args.backends:
             (run_sqlite if backend == "sqlite" else run_postgresql)(args, hosts)

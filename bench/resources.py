@@ -20,11 +20,14 @@ SMEMBERS scanned for a project constraint, SADD; release is SREM; no lease, no q
 wake-up: a refused claim is asked again every `--reference-poll` seconds), measured the same
 way.
 
-The Redis line also has `pairs_per_s_vs_two_pings`: our pairs from one client against two
-bare PINGs on one connection (the round trips a pair needs at the least) and against two
-no-op scripts carrying an allocate's and a release's arguments (`noop_scripts_ratio`: how
-close to the PINGs one script per operation can get before it does any work), the three
-measured in alternating rounds in one process.
+The SQLite, PostgreSQL and Redis lines also have:
+
+- `handoff_in_process_ms`: the same hand-off between two clients sharing one manager;
+- `pairs_vs_limit`: our pairs from one client (`rate`) against the store's bare limit measured
+  in the same process in alternating rounds (`limit_rate`; see `store_limits.py`: a CAS
+  UPDATE + commit in WAL NORMAL on SQLite, a one-statement upsert on PostgreSQL, two PINGs on
+  Redis) and their `ratio`; on Redis also `noop_scripts_ratio`, two no-op scripts carrying
+  an allocate's and a release's arguments against the PINGs.
 
 PostgreSQL at 127.0.0.1:5432 (a database created for the run and dropped) and Redis at
 127.0.0.1:6379 (a key prefix of the run, deleted) are skipped when unreachable.
@@ -48,6 +51,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+import store_limits
 
 from sluice.clock import SystemClock
 from sluice.resources import Claim, Holder, QuotaManager, ResourceConstraintsSpec, from_url
@@ -391,6 +396,11 @@ def handoffs(target: Target, rounds: int, poll: float) -> list[float]:
 
         answers = run_all(processes, results, 300, close_ends)
         marks = [mark for side_marks in answers for mark in side_marks]
+    return latencies_of(marks)
+
+
+def latencies_of(marks: Sequence[tuple[int, str, int]]) -> list[float]:
+    """Milliseconds from each round's release to its grant."""
     released = {r: ns for r, kind, ns in marks if kind == "released"}
     granted = {r: ns for r, kind, ns in marks if kind == "granted"}
     return [(granted[r] - released[r]) / 1e6 for r in sorted(released)]
@@ -446,7 +456,7 @@ def measure(target: Target, args: argparse.Namespace) -> dict[str, Any]:
     )
     over, most = over_allocations(logs, args.quota)
     latencies = handoffs(target, args.handoffs, args.reference_poll)
-    return {
+    line: dict[str, Any] = {
         "bench": "resources",
         "backend": target.backend,
         "pairs_per_s_1_client": round(single, 1),
@@ -458,6 +468,11 @@ def measure(target: Target, args: argparse.Namespace) -> dict[str, Any]:
         "most_holders_seen": most,
         "handoff_ms": percentiles(latencies),
     }
+    if target.backend in ("sqlite", "postgresql", "redis"):
+        local = asyncio.run(handoffs_in_process(target, args.handoffs))
+        line["handoff_in_process_ms"] = percentiles(latencies_of(local))
+        line["pairs_vs_limit"] = limit_ratio(target, args.seconds)
+    return line
 
 
 # Servers.
@@ -517,79 +532,74 @@ def run_backend(backend: str, args: argparse.Namespace) -> dict[str, Any]:
     if not reachable("127.0.0.1", 6379):
         return {"bench": "resources", "backend": backend, "skipped": "127.0.0.1:6379 down"}
     try:
-        line_target = Target(backend, REDIS_URL, prefix)
-        line = measure(line_target, args)
-        if backend == "redis":
-            line["pairs_per_s_vs_two_pings"] = redis_ratio(line_target, args.seconds)
-        return line
+        return measure(Target(backend, REDIS_URL, prefix), args)
     finally:
         delete_redis_keys(prefix)
 
 
-ROUNDS = 10
-"""The ratio's three rates are measured in alternating rounds, so that a change of load on the
-machine weighs on all three alike."""
-
-
-def redis_ratio(target: Target, seconds: float) -> dict[str, Any]:
-    """Our allocate + release pairs from one client against two bare PINGs on one connection
-    (the round trips a pair needs at the least) and two no-op scripts carrying the arguments
-    of an allocate of one claim and of its release (what one script per operation costs
-    before it does any work), all in one process, in alternating rounds."""
+def limit_ratio(target: Target, seconds: float) -> dict[str, Any]:
+    """Our allocate + release pairs from one client against the store's bare limit
+    (`store_limits.py`: a CAS UPDATE + commit on SQLite, a one-statement upsert on
+    PostgreSQL, two PINGs on Redis), in alternating rounds in one process. On Redis also two
+    no-op scripts carrying an allocate's and a release's arguments (`noop_scripts_ratio`: how
+    close to the PINGs one script per operation can get before it does any work)."""
 
     async def run() -> dict[str, Any]:
-        import redis.asyncio as aioredis
-
-        redis = aioredis.Redis.from_url(REDIS_URL)
+        limit: Any
+        if target.backend == "sqlite":
+            limit = store_limits.SqliteCas()
+        elif target.backend == "postgresql":
+            limit = store_limits.PostgresUpsert(target.url)
+        else:
+            limit = store_limits.RedisTwoPings(REDIS_URL)
+        await limit.open()
         ours = await opener(target, NAMESPACE, 1000, 0.0)(0)
+        count = 0
+
+        async def pair() -> None:
+            nonlocal count
+            count += 1
+            if not await ours.allocate(f"r-{count}"):
+                raise RuntimeError("an uncontended claim was refused")
+            await ours.release(f"r-{count}")
+
+        steps: dict[str, store_limits.Step] = {"ours": pair, limit.name: limit.step}
+        redis = None
         try:
-            sha = await redis.script_load("return 1")
-            now, origin = repr(time.time()), secrets.token_hex(16)
-            base = f"{target.key_prefix}:{{resources}}"
-            allocate = [base, now, now, "c0-1", origin, "bench", "dev", "x0", "n", "0"]
-            allocate += [NAMESPACE, "1", "", "1000", ""]  # namespace, units, default, caps
-            release = [base, "c0-1", origin, now, NAMESPACE]
-
-            async def pings() -> None:
-                await redis.ping()
-                await redis.ping()
-
-            async def noop_scripts() -> None:
-                await redis.evalsha(sha, 0, *allocate)
-                await redis.evalsha(sha, 0, *release)
-
-            count = 0
-
-            async def pair() -> None:
-                nonlocal count
-                count += 1
-                if not await ours.allocate(f"r-{count}"):
-                    raise RuntimeError("an uncontended claim was refused")
-                await ours.release(f"r-{count}")
-
-            kinds = {"pings": pings, "noop_scripts": noop_scripts, "ours": pair}
-            done = dict.fromkeys(kinds, 0)
-            for _ in range(ROUNDS):
-                for name, step in kinds.items():
-                    deadline = time.monotonic() + seconds / ROUNDS
-                    while time.monotonic() < deadline:
-                        await step()
-                        done[name] += 1
+            if target.backend == "redis":
+                redis, steps["noop_scripts"] = await noop_scripts(target)
+            rates = await store_limits.alternate(steps, seconds)
         finally:
             await ours.close()
-            await redis.aclose()
-        rate = {name: n / seconds for name, n in done.items()}
-        ratio = rate["ours"] / rate["pings"]
-        return {
-            "pairs_per_s": round(rate["ours"], 1),
-            "two_pings_per_s": round(rate["pings"], 1),
-            "ratio": round(ratio, 3),
-            "target_0_8": ratio >= 0.8,
-            "two_noop_scripts_per_s": round(rate["noop_scripts"], 1),
-            "noop_scripts_ratio": round(rate["noop_scripts"] / rate["pings"], 3),
-        }
+            await limit.close()
+            if redis is not None:
+                await redis.aclose()
+        line = store_limits.ratio_line(rates, "ours", limit.name)
+        if "noop_scripts" in rates:
+            line["noop_scripts_ratio"] = round(rates["noop_scripts"] / rates[limit.name], 3)
+        return line
 
     return asyncio.run(run())
+
+
+async def noop_scripts(target: Target) -> tuple[Any, store_limits.Step]:
+    """A client and a step running two no-op scripts with an allocate's and a release's
+    arguments."""
+    import redis.asyncio as aioredis
+
+    redis = aioredis.Redis.from_url(REDIS_URL)
+    sha = await redis.script_load("return 1")
+    now, origin = repr(time.time()), secrets.token_hex(16)
+    base = f"{target.key_prefix}:{{resources}}"
+    allocate = [base, now, now, "c0-1", origin, "bench", "dev", "x0", "n", "0"]
+    allocate += [NAMESPACE, "1", "", "1000", ""]  # namespace, units, default, caps
+    release = [base, "c0-1", origin, now, NAMESPACE]
+
+    async def step() -> None:
+        await redis.evalsha(sha, 0, *allocate)
+        await redis.evalsha(sha, 0, *release)
+
+    return redis, step
 
 
 BACKENDS = ("memory", "sqlite", "postgresql", "redis", "flyte_v1_redis")

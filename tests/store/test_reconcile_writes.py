@@ -127,7 +127,7 @@ async def test_postgresql_keeps_the_repository_path(store: Store) -> None:
 
 
 async def test_a_write_waits_for_another_process_holding_the_lock(store: Store) -> None:
-    """The loop-thread attempt never waits; the driver's thread does, then writes."""
+    """The loop-thread attempt never waits; a worker thread does, then writes."""
     import sqlite3
 
     writes = ReconcileWrites.for_database(store.db)
@@ -146,4 +146,3 @@ async def test_a_write_waits_for_another_process_holding_the_lock(store: Store) 
     assert await asyncio.wait_for(writing, 10) is WriteOutcome.WRITTEN
     after, history = await stored(store)
     assert after["a"] == records[0] and [e.phase for e in history] == ["RUNNING"]
-    writes.close()

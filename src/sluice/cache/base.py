@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Literal
 
 from sluice.cache.models import CacheEntry, EntryInfo, Reservation
 
@@ -85,6 +87,14 @@ class EntryRepository(abc.ABC):
         many were deleted."""
 
 
+@dataclass(frozen=True)
+class Claimed:
+    """The answer of one reservation claim: the reservation of the key now, and how."""
+
+    reservation: Reservation
+    how: Literal["elsewhere", "acquired", "extended"]
+
+
 class CatalogRepository(abc.ABC):
     """A catalog backend: its two repositories and its clock authority."""
 
@@ -95,6 +105,28 @@ class CatalogRepository(abc.ABC):
     async def now(self) -> float:
         """The backend's notion of the current time: the database server's clock where all
         processes share one server (PostgreSQL), otherwise the local system clock."""
+
+    async def claim_reservation(
+        self, key: str, owner_id: str, heartbeat: float, span: float, now: float | None
+    ) -> Claimed | None:
+        """One attempt of `Catalog.get_or_extend_reservation`: another owner's unexpired
+        reservation of `key` as it is ("elsewhere"), or `owner_id`'s, expiring `span` seconds
+        after `now` (None: the backend's clock), written over none or an expired one
+        ("acquired") or over its own ("extended"). None when the row changed between the read
+        and the write (the caller tries again). Backends may do it in one statement."""
+        now = await self.now() if now is None else now
+        wanted = Reservation(key, owner_id, heartbeat, now + span)
+        current = await self.reservations.get(key)
+        if current is not None and current.owner_id != owner_id and current.expires_at > now:
+            return Claimed(current, "elsewhere")
+        if current is None:
+            claimed = await self.reservations.create(wanted, now)
+        else:
+            claimed = await self.reservations.update_if_expired_or_owned(wanted, now)
+        if not claimed:
+            return None
+        owned = current is not None and current.owner_id == owner_id
+        return Claimed(wanted, "extended" if owned else "acquired")
 
     async def close(self) -> None:  # noqa: B027 - most backends have nothing to release
         """Release what the backend opened itself (not a Database it was given)."""

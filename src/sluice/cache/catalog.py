@@ -198,30 +198,24 @@ class Catalog:
         _require_id("key", key, MAX_KEY_LENGTH)
         _require_id("owner_id", owner_id, MAX_OWNER_ID_LENGTH)
         heartbeat = self.effective_heartbeat(heartbeat_interval)
-        now = await self._now()
-        wanted = Reservation(key, owner_id, heartbeat, now + heartbeat * self.multiplier)
+        now = self._clock.now() if self._clock is not None else None
         for _ in range(_CLAIM_ATTEMPTS):
-            current = await self._repo.reservations.get(key)
-            if current is not None and current.owner_id != owner_id and current.expires_at > now:
+            claimed = await self._repo.claim_reservation(
+                key, owner_id, heartbeat, heartbeat * self.multiplier, now
+            )
+            if claimed is None:
+                continue
+            if claimed.how == "elsewhere":
                 self.metrics.reservations_held_elsewhere.inc()
-                return current
-            if await self._claim(current, wanted, now):
-                return wanted
+            elif claimed.how == "extended":
+                self.metrics.reservations_extended.inc()
+            else:
+                self.metrics.reservations_acquired.inc()
+            return claimed.reservation
         raise StoreError(
             f"reservation of {key!r} changed hands {_CLAIM_ATTEMPTS} times while "
             "claiming it; try again"
         )
-
-    async def _claim(self, current: Reservation | None, wanted: Reservation, now: float) -> bool:
-        if current is None:
-            claimed = await self._repo.reservations.create(wanted, now)
-        else:
-            claimed = await self._repo.reservations.update_if_expired_or_owned(wanted, now)
-        if claimed and current is not None and current.owner_id == wanted.owner_id:
-            self.metrics.reservations_extended.inc()
-        elif claimed:
-            self.metrics.reservations_acquired.inc()
-        return claimed
 
     async def release_reservation(self, key: str, owner_id: str) -> bool:
         """Delete `owner_id`'s reservation of `key` and wake its waiters. Idempotent: True if

@@ -376,7 +376,6 @@ class Engine:
                 log.error("engine loop %s did not stop within %ss", task.get_name(), _STOP_GRACE)
         self.scheduling.cancel_timers()
         self._tasks.clear()
-        self.driver.close()
         log.info("engine %s stopped", self.engine_id)
 
     async def wait(self, execution_id: str) -> None:

@@ -52,11 +52,6 @@ class ExecutionDriver:
         self._steps = asyncio.Semaphore(64)
         self._writes = ReconcileWrites.for_database(store.db)
 
-    def close(self) -> None:
-        """Close what this driver holds of its own (the compiled writes' connection)."""
-        if self._writes is not None:
-            self._writes.close()
-
     async def reconcile(self, ex: ExecutionState) -> None:
         async with ex.lock:
             if ex.record.phase.is_terminal and not (ex.todo or ex.changed or ex.events):

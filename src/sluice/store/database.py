@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
@@ -40,9 +40,28 @@ from sluice.errors import (
 )
 from sluice.store.health import StoreHealth
 
+if TYPE_CHECKING:
+    from sluice.store.direct import SqliteDirect
+    from sluice.store.pgdirect import PgDirect
+
 _READ_ONLY = "sluice_read_only"
-T = TypeVar("T")
 _MAY_CREATE: ContextVar[bool] = ContextVar("sluice_may_create_database", default=True)
+COMMIT_HOOKS: ContextVar[list[Callable[[], None]] | None] = ContextVar(
+    "sluice_commit_hooks", default=None
+)
+"""The hooks of the write transaction in progress (see `after_commit`)."""
+
+
+def after_commit(hook: Callable[[], None]) -> bool:
+    """Run `hook` once the write transaction in progress (`Database.begin` or the direct
+    path's `write`) commits; it is dropped if the transaction fails. Returns False, with
+    nothing registered, outside a write transaction. A hook must be quick and not raise."""
+    hooks = COMMIT_HOOKS.get()
+    if hooks is None:
+        return False
+    if hook not in hooks:
+        hooks.append(hook)
+    return True
 
 
 @contextlib.contextmanager
@@ -207,6 +226,8 @@ class Database:
         # SQLite's busy handler, which sleeps in steps of up to 100 ms.
         self._write_lock = asyncio.Lock() if url.dialect == "sqlite" else None
         self._identities: dict[Path, tuple[int, int]] = {}
+        self._direct: SqliteDirect | None = None
+        self._pg_direct: PgDirect | None = None
 
     @classmethod
     async def open(cls, url: str, *, upgrade: bool | None = None) -> Database:
@@ -234,15 +255,22 @@ class Database:
 
     @contextlib.asynccontextmanager
     async def begin(self) -> AsyncIterator[AsyncConnection]:
-        """A write transaction (BEGIN IMMEDIATE on SQLite), committed on normal exit."""
+        """A write transaction (BEGIN IMMEDIATE on SQLite), committed on normal exit; then
+        the hooks registered in it with `after_commit` run."""
+        hooks: list[Callable[[], None]] = []
         async with self._writer():
+            token = COMMIT_HOOKS.set(hooks)
             try:
                 async with self.engine.begin() as conn:
                     yield conn
             except (DBAPIError, DatabaseError) as exc:
                 raise self._failed(exc) from exc
+            finally:
+                COMMIT_HOOKS.reset(token)
         if self.health.down_since is not None:
             self.health.ok()
+        for hook in hooks:
+            hook()
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
@@ -256,6 +284,36 @@ class Database:
             raise self._failed(exc) from exc
         if self.health.down_since is not None:
             self.health.ok()
+
+    @property
+    def write_lock(self) -> asyncio.Lock | None:
+        """SQLite: the lock this process's writers queue on (None on PostgreSQL)."""
+        return self._write_lock
+
+    @property
+    def busy_timeout(self) -> float:
+        """Seconds a SQLite writer waits for another process's write lock."""
+        return _BUSY_TIMEOUT
+
+    def direct(self) -> SqliteDirect:
+        """SQLite: the direct sqlite3 path for short hot transactions (store/direct.py)."""
+        if self._direct is None:
+            from sluice.store.direct import SqliteDirect
+
+            self._direct = SqliteDirect(self)
+        return self._direct
+
+    def pg_direct(self) -> PgDirect:
+        """PostgreSQL: the direct psycopg path for hot calls (store/pgdirect.py)."""
+        if self._pg_direct is None:
+            from sluice.store.pgdirect import PgDirect
+
+            self._pg_direct = PgDirect(self)
+        return self._pg_direct
+
+    def failed(self, exc: BaseException) -> StoreError:
+        """`exc`, a driver error, as a sluice error; an unreachable store marks an outage."""
+        return self._failed(exc)
 
     def _failed(self, exc: BaseException) -> StoreError:
         error = translate_error(exc, self.url)
@@ -297,28 +355,6 @@ class Database:
                 self.health.fail_now(error)
                 raise error
 
-    async def run_in_driver(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """SQLite: run `work` on a pooled connection's sqlite3 object in aiosqlite's own thread,
-        in one trip from the event loop, under the in-process write lock; `work` begins and
-        ends its own transaction. Errors are translated and reported to `health` like any
-        transaction's. For hot paths whose statement-by-statement trips dominate."""
-        async with self._writer():
-            try:
-                async with self.engine.connect() as conn:
-                    driver = (await conn.get_raw_connection()).driver_connection
-                    # aiosqlite runs every call as a function on its thread; this is that
-                    # call with our function (its private name: there is no public one).
-                    result: T = await driver._execute(work, driver._conn)  # type: ignore[union-attr]
-            except (DBAPIError, DatabaseError, sqlite3.Error) as exc:
-                raise self._failed(exc) from exc
-        if self.health.down_since is not None:
-            self.health.ok()
-        return result
-
-    def writer(self) -> contextlib.AbstractAsyncContextManager[None]:
-        """The in-process write lock (SQLite), for writes made outside `begin`."""
-        return self._writer()
-
     @contextlib.asynccontextmanager
     async def _writer(self) -> AsyncIterator[None]:
         if self._write_lock is None:
@@ -328,6 +364,12 @@ class Database:
                 yield
 
     async def close(self) -> None:
+        if self._direct is not None:
+            await self._direct.close()
+            self._direct = None
+        if self._pg_direct is not None:
+            await self._pg_direct.close()
+            self._pg_direct = None
         await self.engine.dispose()
 
 

@@ -4,8 +4,11 @@ A change is published inside the transaction that makes it, so a subscriber neve
 before the change is visible. PostgreSQL uses NOTIFY/LISTEN on one channel, the logical
 channel travelling in the payload, so a subscriber added at any time hears everything
 committed after it subscribed. SQLite has no notification channel, so a publish inserts a
-row and every process polls `PRAGMA data_version` (a counter that moves when another
-connection commits: microseconds, no lock) and reads new rows only when it moved.
+row, and once it commits sends a datagram to every process registered beside the database
+(`localwake.py`); a process woken so checks `PRAGMA data_version` (a counter that moves when
+another connection commits: microseconds, no lock) and reads the new rows. A slow fallback
+poll of `data_version` catches what a datagram cannot reach (another host's network
+namespace, a platform without the channel: there the poll runs every `poll_interval`).
 
 Subscribers register plain callbacks; they must be quick and never block. When the
 notifier may have missed notifications (its PostgreSQL connection dropped and came back),
@@ -28,7 +31,13 @@ from sluice.cancellation import reraise_cancellation
 from sluice.clock import Clock, SystemClock
 from sluice.errors import StoreUnavailableError
 from sluice.store import schema
-from sluice.store.database import Database, sqlite_data_version_connection, translate_error
+from sluice.store.database import (
+    Database,
+    after_commit,
+    sqlite_data_version_connection,
+    translate_error,
+)
+from sluice.store.localwake import WakeReceiver, WakeSender
 
 log = logging.getLogger(__name__)
 Callback = Callable[[str], None]
@@ -56,12 +65,17 @@ class Notifier:
         *,
         clock: Clock | None = None,
         poll_interval: float = 0.02,
+        fallback_interval: float = 0.5,
         retention: float = 60.0,
     ) -> None:
         self._db = db
         self._origin = origin
         self._clock = clock or SystemClock()
         self._poll_interval = poll_interval
+        self._fallback_interval = max(poll_interval, fallback_interval)
+        self._sender: WakeSender | None = None
+        self._receiver: WakeReceiver | None = None
+        self._woken = asyncio.Event()
         self._retention = retention
         self._callbacks: dict[str, list[Callback]] = {}
         self._task: asyncio.Task[None] | None = None
@@ -79,6 +93,25 @@ class Notifier:
             "created_at": self._clock.now(),
         }
         await conn.execute(sa.insert(schema.notifications).values(**row))
+        after_commit(self._wake_local_processes)
+
+    def publish_direct(self, cursor: sqlite3.Cursor, channel: str, payload: str) -> None:
+        """`publish` inside a transaction of the direct SQLite path (store/direct.py)."""
+        cursor.execute(
+            "INSERT INTO notifications (channel, payload, origin, created_at) VALUES (?, ?, ?, ?)",
+            (channel, payload, self._origin, self._clock.now()),
+        )
+        after_commit(self._wake_local_processes)
+
+    def _wake_local_processes(self) -> None:
+        """After a commit with notifications: wake the processes sharing the SQLite file."""
+        if self._sender is None:
+            assert self._db.url.path is not None
+            self._sender = WakeSender(self._db.url.path)
+        try:
+            self._sender.wake_all()
+        except OSError:  # a hint only: the fallback poll delivers anyway
+            log.debug("local wake-up failed", exc_info=True)
 
     async def publish_many(
         self, conn: AsyncConnection, channel: str, payloads: Sequence[str]
@@ -101,6 +134,7 @@ class Notifier:
             for p in payloads
         ]
         await conn.execute(sa.insert(schema.notifications), rows)
+        after_commit(self._wake_local_processes)
 
     def deliver_local(self, channel: str, payload: str) -> None:
         """Run this process's callbacks now, without waiting for the round trip."""
@@ -135,6 +169,9 @@ class Notifier:
         assert self._db.url.path is not None
         conn = sqlite_data_version_connection(self._db.url.path)
         last_id = conn.execute("SELECT coalesce(max(id), 0) FROM notifications").fetchone()[0]
+        self._receiver = WakeReceiver.open(self._db.url.path)
+        if self._receiver is not None:
+            self._receiver.start(self._woken.set)
         self._task = asyncio.create_task(self._sqlite_loop(conn, last_id), name="sluice-notifier")
 
     async def close(self) -> None:
@@ -143,12 +180,18 @@ class Notifier:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
+        if self._receiver is not None:
+            self._receiver.close()
+            self._receiver = None
+        if self._sender is not None:
+            self._sender.close()
+            self._sender = None
         await self._pg_close()
 
-    # SQLite: poll data_version, read new rows.
+    # SQLite: on a wake-up (or the fallback poll), check data_version, read new rows.
     async def _sqlite_loop(self, conn: Any, last_id: int) -> None:
-        """Poll until cancelled; a failing poll reports to the database's health (one line
-        per outage) and is retried, never ending delivery."""
+        """Deliver until cancelled; a failing check reports to the database's health (one
+        line per outage) and is retried, never ending delivery."""
         try:
             version = None
             next_purge = self._clock.now() + self._retention / 2
@@ -165,9 +208,18 @@ class Notifier:
                 if self._clock.now() >= next_purge:
                     next_purge = self._clock.now() + self._retention / 2
                     await self._purge()
-                await asyncio.sleep(self._poll_interval)
+                await self._next_look()
         finally:
             conn.close()
+
+    async def _next_look(self) -> None:
+        """Wait for a wake-up from a committing process, or the poll interval without one."""
+        interval = self._poll_interval if self._receiver is None else self._fallback_interval
+        if not self._woken.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await self._woken.wait()
+        self._woken.clear()
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
         error = translate_error(exc, self._db.url)

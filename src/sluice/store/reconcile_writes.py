@@ -1,4 +1,4 @@
-"""The engine's most frequent write on SQLite without a trip to the driver's thread.
+"""The engine's most frequent write on SQLite, compiled once, on the direct path.
 
 A reconcile that changes only nodes and events (not the execution's phase) writes: its lease
 held (UPDATE executions ... WHERE owner), each changed node a compare-and-swap on its version,
@@ -6,13 +6,12 @@ and its new events. Through SQLAlchemy's async layer that is six trips between t
 and aiosqlite's thread (BEGIN, three statements, COMMIT, the pool's reset) and the statements
 built and compiled each time; measured, those trips and that building were most of a chain
 step's cost (docs/performance.md). Here the SQL is written once, from the schema, and the
-whole transaction (BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the lease or a version does
-not match) runs as one function: on a connection of its own in the event loop's thread when
-SQLite's write lock is free (it never waits there), else in the driver's thread, which waits
-for the lock and translates errors as every store error. The same statements, the same
-atomicity, under the same in-process write lock.
+whole transaction runs as one function on the store's direct sqlite3 path (store/direct.py:
+the event loop's thread when SQLite's write lock is free, a worker thread when another
+process holds it, the same in-process write lock as every writer). The same statements, the
+same atomicity; a lease or a version that does not match rolls the whole transaction back.
 
-PostgreSQL keeps the repository path (its driver has no thread hop to save).
+PostgreSQL keeps the repository path.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from __future__ import annotations
 import enum
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sluice.store import schema
@@ -47,14 +46,19 @@ def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"))
 
 
+class _Refused(Exception):
+    """Raised inside the transaction to roll it back with `outcome`."""
+
+    def __init__(self, outcome: WriteOutcome) -> None:
+        super().__init__(outcome.value)
+        self.outcome = outcome
+
+
 class ReconcileWrites:
     """Compiled once per store; `write` runs one reconcile's transaction."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        assert db.url.path is not None, "ReconcileWrites is for SQLite"
-        self._path = str(db.url.path)
-        self._conn: sqlite3.Connection | None = None
         nodes = schema.node_executions
         self._node_columns = _columns(nodes, (*_KEYS, "version"))
         assignments = ", ".join(f"{name} = ?" for name, _ in self._node_columns)
@@ -70,31 +74,6 @@ class ReconcileWrites:
         self._hold = (
             f"UPDATE {schema.executions.name} SET owner_expires_at = ? WHERE id = ? AND owner = ?"
         )
-
-    def _here(
-        self, transaction: Callable[[sqlite3.Connection], WriteOutcome]
-    ) -> WriteOutcome | None:
-        """Run the transaction on this object's own connection, in the event loop's thread:
-        four statements of a few microseconds each, where a trip to a driver thread costs
-        hundreds. The connection never waits for a lock (busy_timeout 0): when another process
-        holds SQLite's write lock, or anything else fails, None (nothing was written; the
-        caller goes through the driver's thread, which waits and reports errors). A commit
-        that crosses the WAL's auto-checkpoint threshold checkpoints here, as it would in the
-        driver's thread: now and then a few milliseconds of the loop."""
-        try:
-            if self._conn is None:
-                conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-                conn.execute("PRAGMA busy_timeout = 0")
-                conn.execute("PRAGMA synchronous = NORMAL")  # as the store's (WAL: the file's)
-                self._conn = conn
-            return transaction(self._conn)
-        except sqlite3.Error:
-            return None
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
     @classmethod
     def for_database(cls, db: Database) -> ReconcileWrites | None:
@@ -131,31 +110,20 @@ class ReconcileWrites:
         node_rows = [self._node_row(record) for record in nodes]
         event_rows = [self._event_row(event) for event in events]
 
-        def transaction(conn: sqlite3.Connection) -> WriteOutcome:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                outcome = WriteOutcome.WRITTEN
-                if conn.execute(self._hold, (lease_until, execution_id, owner)).rowcount != 1:
-                    outcome = WriteOutcome.LEASE_LOST
-                elif node_rows and (
-                    conn.executemany(self._update_node, node_rows).rowcount != len(node_rows)
-                ):
-                    outcome = WriteOutcome.NODE_CHANGED
-                elif event_rows:
-                    conn.executemany(self._insert_event, event_rows)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT" if outcome is WriteOutcome.WRITTEN else "ROLLBACK")
-            return outcome
+        def transaction(cursor: sqlite3.Cursor) -> None:
+            if cursor.execute(self._hold, (lease_until, execution_id, owner)).rowcount != 1:
+                raise _Refused(WriteOutcome.LEASE_LOST)
+            if node_rows and (
+                cursor.executemany(self._update_node, node_rows).rowcount != len(node_rows)
+            ):
+                raise _Refused(WriteOutcome.NODE_CHANGED)
+            if event_rows:
+                cursor.executemany(self._insert_event, event_rows)
 
-        async with self._db.writer():
-            outcome = self._here(transaction)
-        if outcome is not None and self._db.health.down_since is not None:
-            self._db.health.ok()  # as any transaction that succeeds
-        if outcome is None:  # another process writes now: wait for it in the driver's thread
-            outcome = await self._db.run_in_driver(transaction)
-        if outcome is WriteOutcome.WRITTEN:
-            for record in nodes:
-                record.version += 1
-        return outcome
+        try:
+            await self._db.direct().write(transaction)
+        except _Refused as refused:  # rolled back: nothing was written
+            return refused.outcome
+        for record in nodes:
+            record.version += 1
+        return WriteOutcome.WRITTEN

@@ -12,6 +12,7 @@ that machine's clock.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -21,6 +22,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sluice.cache.base import (
     CACHE_CHANNEL,
     CatalogRepository,
+    Claimed,
     EntryRepository,
     ReservationRepository,
 )
@@ -194,6 +196,66 @@ class SqlEntries(EntryRepository):
         return await self._sql.write(sa.delete(_E).where(sa.or_(*matches)))
 
 
+def _sqlite_claim(cursor: sqlite3.Cursor, wanted: Reservation, now: float) -> Claimed:
+    row = cursor.execute(
+        "SELECT owner_id, heartbeat_seconds, expires_at FROM cache_reservations WHERE key = ?",
+        (wanted.key,),
+    ).fetchone()
+    if row is not None and row[0] != wanted.owner_id and row[2] > now:
+        return Claimed(Reservation(wanted.key, row[0], row[1], row[2]), "elsewhere")
+    cursor.execute(_SQLITE_CLAIM, (*_reservation_values(wanted).values(), now, now))
+    owned = row is not None and row[0] == wanted.owner_id
+    return Claimed(wanted, "extended" if owned else "acquired")
+
+
+# created_at is when the current owner first acquired it: kept on extension.
+_SQLITE_CLAIM = """
+INSERT INTO cache_reservations
+    (key, owner_id, heartbeat_seconds, expires_at, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET
+    owner_id = excluded.owner_id,
+    heartbeat_seconds = excluded.heartbeat_seconds,
+    expires_at = excluded.expires_at,
+    updated_at = excluded.updated_at,
+    created_at = CASE WHEN cache_reservations.owner_id = excluded.owner_id
+        THEN cache_reservations.created_at ELSE excluded.created_at END
+"""
+# The upsert writes only over an expired row or the owner's own; otherwise the row as the
+# statement found it is returned as "elsewhere". No row at all: a concurrent claim committed
+# after this statement's snapshot (the caller tries again).
+_PG_CLAIM = """
+WITH clock AS (
+    SELECT COALESCE(
+        %(now)s::double precision, extract(epoch FROM clock_timestamp())::double precision
+    ) AS t
+), old AS (
+    SELECT owner_id, heartbeat_seconds, expires_at FROM cache_reservations WHERE key = %(key)s
+), up AS (
+    INSERT INTO cache_reservations AS r
+        (key, owner_id, heartbeat_seconds, expires_at, created_at, updated_at)
+    SELECT %(key)s, %(owner)s, %(heartbeat)s, t + %(span)s, t, t FROM clock
+    ON CONFLICT (key) DO UPDATE SET
+        owner_id = EXCLUDED.owner_id,
+        heartbeat_seconds = EXCLUDED.heartbeat_seconds,
+        expires_at = EXCLUDED.expires_at,
+        updated_at = EXCLUDED.updated_at,
+        created_at = CASE WHEN r.owner_id = EXCLUDED.owner_id
+            THEN r.created_at ELSE EXCLUDED.created_at END
+    WHERE r.expires_at <= EXCLUDED.updated_at OR r.owner_id = EXCLUDED.owner_id
+    RETURNING r.owner_id, r.heartbeat_seconds, r.expires_at
+)
+SELECT owner_id, heartbeat_seconds, expires_at,
+    CASE WHEN EXISTS (SELECT 1 FROM old WHERE old.owner_id = up.owner_id)
+        THEN 'extended' ELSE 'acquired' END
+FROM up
+UNION ALL
+SELECT owner_id, heartbeat_seconds, expires_at, 'elsewhere' FROM old
+WHERE NOT EXISTS (SELECT 1 FROM up)
+    AND owner_id <> %(owner)s AND expires_at > (SELECT t FROM clock)
+"""
+
+
 class SqlRepository(CatalogRepository):
     """The catalog on `db`; `owns_database` makes `close()` close it too."""
 
@@ -206,6 +268,23 @@ class SqlRepository(CatalogRepository):
         self._db = db
         self._owns_database = owns_database
         self._system_clock = SystemClock()
+
+    async def claim_reservation(
+        self, key: str, owner_id: str, heartbeat: float, span: float, now: float | None
+    ) -> Claimed | None:
+        """One transaction: on SQLite the direct path's (a read and an upsert under the write
+        lock), on PostgreSQL one statement (the server's clock when `now` is None)."""
+        if self._db.dialect == "postgresql":
+            params = {"key": key, "owner": owner_id, "heartbeat": heartbeat, "span": span}
+            async with self._db.pg_direct().connection() as conn:
+                cursor = await conn.execute(_PG_CLAIM, {**params, "now": now})
+                row = await cursor.fetchone()
+            if row is None:
+                return None
+            return Claimed(Reservation(key, row[0], row[1], row[2]), row[3])
+        at = self._system_clock.now() if now is None else now
+        wanted = Reservation(key, owner_id, heartbeat, at + span)
+        return await self._db.direct().write(lambda cursor: _sqlite_claim(cursor, wanted, at))
 
     async def now(self) -> float:
         if self._db.dialect != "postgresql":

@@ -1,11 +1,15 @@
 """The SQL backend: SQLite (the embedded default, the store's own file) and PostgreSQL.
 
-Every operation is one transaction through the store's `Database`: BEGIN IMMEDIATE on SQLite,
-which serialises all writers of the file across processes; on PostgreSQL, transaction
-advisory locks on the namespaces involved, taken in one global order. Inside it, the
-admission rule runs in Python on rows read in that same transaction. Wake-ups go through the
-store's Notifier (LISTEN/NOTIFY on PostgreSQL, a polled table on SQLite), published inside
-the transaction so no process wakes before the change is visible; they name the waiters that
+Every operation is one transaction. The hot ones (allocate, release, renew) take the store's
+direct driver paths: on SQLite one BEGIN IMMEDIATE transaction of plain statements on the
+event loop's thread (`lite.py`, store/direct.py), which serialises all writers of the file
+across processes; on PostgreSQL one pipelined transaction of server-function calls, which
+take transaction advisory locks on the namespaces involved in one global order
+(`pg_direct.py`, store/pgdirect.py). Sweeps, quota changes and snapshots go through the
+store's SQLAlchemy `Database`. Inside a transaction the admission rule runs in Python on rows
+read in that same transaction. Wake-ups go through the store's Notifier (LISTEN/NOTIFY on
+PostgreSQL, a notification row and a local datagram on SQLite), published inside the
+transaction so no process wakes before the change is visible; they name the waiters that
 would now be granted, so only their processes ask again.
 
 One shortcut: a waiter asking again on its own (not named ready by a wake-up) is answered
@@ -19,13 +23,15 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.errors import BackendUnavailableError, StoreUnavailableError
-from sluice.resources.admission import NamespaceState, Plan, plan_allocation
+from sluice.resources.admission import plan_allocation
 from sluice.resources.backends._shared import resolve_quota, usage_after
 from sluice.resources.backends.base import (
     WAKE_CHANNEL,
@@ -35,11 +41,13 @@ from sluice.resources.backends.base import (
     ResourceBackend,
     WakeCallback,
 )
-from sluice.resources.backends.sql import pg_calls, reads, writes
+from sluice.resources.backends.sql import lite, pg_direct, reads, writes
 from sluice.resources.backends.sql.reads import Loaded
 from sluice.resources.models import NamespaceSnapshot, QuotaSource
 from sluice.store.database import Database
+from sluice.store.direct import SqliteDirect
 from sluice.store.notify import Notifier
+from sluice.store.pgdirect import PgDirect
 
 log = logging.getLogger(__name__)
 
@@ -99,11 +107,6 @@ class SqlBackend(ResourceBackend):
             await self._db.close()
             self._db = None
 
-    @property
-    def _functions(self) -> bool:
-        """Whether the hot paths call the PostgreSQL functions of migration 0002."""
-        return self._db is not None and self._db.dialect == "postgresql"
-
     @contextlib.asynccontextmanager
     async def _transaction(self, namespaces: Sequence[str]) -> AsyncIterator[AsyncConnection]:
         if self._db is None:
@@ -113,48 +116,74 @@ class SqlBackend(ResourceBackend):
                 await writes.lock_namespaces(conn, namespaces)
                 yield conn
 
+    @property
+    def _direct(self) -> SqliteDirect | None:
+        """SQLite: the store's direct sqlite3 path, which the hot paths take (lite.py)."""
+        if self._db is None or self._db.dialect != "sqlite":
+            return None
+        return self._db.direct()
+
+    def _pg(self) -> PgDirect:
+        if self._db is None:
+            raise RuntimeError("SqlBackend used before open()")
+        return self._db.pg_direct()
+
     async def allocate(self, request: AllocationRequest) -> AllocationOutcome:
+        direct = self._direct
+        if direct is not None:
+            return await self._allocate_direct(direct, request)
+        return await self._allocate_pg(request)
+
+    async def _allocate_direct(
+        self, direct: SqliteDirect, request: AllocationRequest
+    ) -> AllocationOutcome:
+        with _unavailable_as_backend_error():
+            if request.asked_before:
+                loaded = await direct.read(lambda cur: lite.read_for_refusal(cur, request))
+                refusal = self._refusal_from(request, loaded)
+                if refusal is not None:
+                    return refusal
+
+            def work(cur: sqlite3.Cursor) -> lite.Allocated:
+                done = lite.allocate(cur, request)
+                self._publish_direct(cur, [(ns, None) for ns in sorted(done.reclaimed)])
+                return done
+
+            done = await direct.write(work)
+        return self._outcome(request, done)
+
+    async def _allocate_pg(self, request: AllocationRequest) -> AllocationOutcome:
         if request.asked_before:
             refusal = await self._refusal_without_writes(request)
             if refusal is not None:
                 return refusal
-        names = [c.namespace for c in request.claims]
-        # The PostgreSQL functions lock the namespaces themselves, in the same global order.
-        async with self._transaction(() if self._functions else names) as conn:
-            if self._functions:
-                # An unknown namespace raises below, after the reclaim: the rollback undoes it.
-                read = await pg_calls.load(conn, names, request.token, request.now)
-                sources, reclaimed = read.sources, read.reclaimed
-                quotas = {
-                    c.namespace: resolve_quota(c, sources.get(c.namespace, {}))
-                    for c in request.claims
-                }
-                loaded = reads.loaded_from(
-                    quotas, request.token, request.now, read.held, read.usage, read.waiters
-                )
-            else:
-                sources = await reads.load_sources(conn, names)
-                quotas = {
-                    c.namespace: resolve_quota(c, sources.get(c.namespace, {}))
-                    for c in request.claims
-                }
-                reclaimed = await writes.reclaim_holders(conn, names, request.now)
-                loaded = await reads.load_states(conn, quotas, request.token, request.now)
-                if loaded.lapsed_waiters:
-                    reclaimed |= await writes.reclaim_waiters(conn, names, request.now)
-            states = loaded.states
-            plan = plan_allocation(
-                request.token, request.claims, request.holder, request.now, states
-            )
-            if plan.granted:
-                await self._grant(conn, request, states)
-            else:
-                await self._wait(conn, request, plan, loaded)
-            await self._remember_defaults(conn, request, sources)
-            await self._publish(conn, [(ns, None) for ns in sorted(reclaimed)])
+        with _unavailable_as_backend_error():
+            # The server functions lock the namespaces themselves, in one global order.
+            async with self._pg().transaction() as conn:
+                done = await pg_direct.allocate(conn, request)
+                await self._notify_pg(conn, [(ns, None) for ns in sorted(done.reclaimed)])
+        return self._outcome(request, done)
+
+    @staticmethod
+    def _outcome(request: AllocationRequest, done: lite.Allocated) -> AllocationOutcome:
+        plan, states = done.plan, done.states
         waited = plan.waited_since if plan.granted else None
         usage = usage_after(request, plan, states)
-        return AllocationOutcome(plan.result, waited, usage, tuple(sorted(reclaimed)))
+        return AllocationOutcome(plan.result, waited, usage, tuple(sorted(done.reclaimed)))
+
+    async def _notify_pg(
+        self, conn: Any, wake: Sequence[tuple[str, tuple[str, ...] | None]]
+    ) -> None:
+        if wake and self._notifier is not None:
+            payload = json.dumps({"origin": self._origin, "wake": list(wake)})
+            await pg_direct.notify(conn, WAKE_CHANNEL, payload)
+
+    def _publish_direct(
+        self, cur: sqlite3.Cursor, wake: Sequence[tuple[str, tuple[str, ...] | None]]
+    ) -> None:
+        if wake and self._notifier is not None:
+            payload = json.dumps({"origin": self._origin, "wake": list(wake)})
+            self._notifier.publish_direct(cur, WAKE_CHANNEL, payload)
 
     async def _refusal_without_writes(self, request: AllocationRequest) -> AllocationOutcome | None:
         """A waiter asking again on its own (not named ready by a wake-up), with nothing to
@@ -162,7 +191,12 @@ class SqlBackend(ResourceBackend):
         other case, a grant included, returns None and goes through the write transaction,
         which judges again. A stale read can only delay a waiter until its next ask."""
         names = [c.namespace for c in request.claims]
-        loaded = await self._read_for_refusal(request, names)
+        return self._refusal_from(request, await self._read_for_refusal(request, names))
+
+    @staticmethod
+    def _refusal_from(
+        request: AllocationRequest, loaded: Loaded | None
+    ) -> AllocationOutcome | None:
         if loaded is None:
             return None
         states = loaded.states
@@ -191,56 +225,25 @@ class SqlBackend(ResourceBackend):
                     return None
                 return await reads.load_states(conn, quotas, request.token, request.now)
 
-    async def _grant(
-        self,
-        conn: AsyncConnection,
-        request: AllocationRequest,
-        states: Mapping[str, NamespaceState],
-    ) -> None:
-        holder, token = request.holder, request.token
-        held = [ns for ns, state in states.items() if state.holding]
-        await writes.extend_leases(conn, token, held, request.now, request.lease)
-        new = [c for c in request.claims if not states[c.namespace].holding]
-        waited = any(state.asker_since is not None for state in states.values())
-        if self._functions:
-            await pg_calls.grant(conn, request, new, list(states) if waited else [])
-            return
-        await writes.insert_holders(conn, request, new)
-        await writes.count_units(
-            conn, [(c.namespace, holder.project, holder.domain, c.units) for c in new]
-        )
-        if waited:
-            await writes.drop_waiter_entries(conn, token, list(states))
-
-    async def _wait(
-        self, conn: AsyncConnection, request: AllocationRequest, plan: Plan, loaded: Loaded
-    ) -> None:
-        records = writes.waiters_to_write(request, plan, loaded)
-        await writes.upsert_waiters(conn, [writes.waiter_row(ns, r) for ns, r in records])
-        held = [ns for ns, state in loaded.states.items() if state.holding]
-        await writes.extend_leases(conn, request.token, held, request.now, request.lease)
-
-    @staticmethod
-    async def _remember_defaults(
-        conn: AsyncConnection,
-        request: AllocationRequest,
-        sources: Mapping[str, Mapping[QuotaSource, int]],
-    ) -> None:
-        changed = writes.defaults_to_store(request, sources)
-        await writes.store_quotas(conn, "default", changed, request.now)
-
     async def release(
         self, token: str, namespaces: Sequence[str], now: float
     ) -> tuple[NamespaceUsage, ...]:
         names = list(dict.fromkeys(namespaces))
-        if self._functions:
-            async with self._transaction(()) as conn:
-                usage = await pg_calls.release(conn, token, names, now)
-                await self._publish(conn, [(u.namespace, u.ready) for u in usage])
+        direct = self._direct
+        if direct is not None:
+
+            def work(cur: sqlite3.Cursor) -> tuple[NamespaceUsage, ...]:
+                usage = lite.release(cur, token, names, now)
+                self._publish_direct(cur, [(u.namespace, u.ready) for u in usage])
                 return usage
-        async with self._transaction(names) as conn:
-            changed = sorted(await writes.drop_token(conn, token, names))
-            return await self._after_change(conn, changed, now)
+
+            with _unavailable_as_backend_error():
+                return await direct.write(work)
+        with _unavailable_as_backend_error():
+            async with self._pg().transaction() as conn:
+                usage = await pg_direct.release(conn, token, names, now)
+                await self._notify_pg(conn, [(u.namespace, u.ready) for u in usage])
+        return usage
 
     async def _after_change(
         self, conn: AsyncConnection, changed: Sequence[str], now: float
@@ -259,8 +262,18 @@ class SqlBackend(ResourceBackend):
     ) -> frozenset[str]:
         # Single-row updates guarded by `expiry > now` need no namespace lock: a concurrent
         # reclaim re-checks the same condition and skips a lease renewed before it.
-        async with self._transaction(()) as conn:
-            return frozenset(await writes.extend_leases(conn, token, namespaces, now, lease))
+        direct = self._direct
+        if direct is not None:
+            names = list(namespaces)
+            with _unavailable_as_backend_error():
+                held = await direct.write(
+                    lambda cur: lite.extend_leases(cur, token, names, now, lease)
+                )
+            return frozenset(held)
+        with _unavailable_as_backend_error():
+            async with self._pg().transaction() as conn:
+                held = await pg_direct.extend_leases(conn, token, list(namespaces), now, lease)
+        return frozenset(held)
 
     async def sweep(self, now: float) -> tuple[NamespaceUsage, ...]:
         async with self._transaction(()) as conn:

@@ -25,7 +25,7 @@ from sluice.resources.backends.sql.tables import (
     ScopeKey,
     upsert_into,
 )
-from sluice.resources.models import Claim, QuotaSource
+from sluice.resources.models import QuotaSource
 
 _LOCK_CLASS = 0x5175  # first key of our advisory locks (and of migration 0002's functions)
 
@@ -118,92 +118,6 @@ def waiter_row(namespace: str, record: WaiterRecord) -> dict[str, Any]:
         "expires_at": record.expires_at,
         "blocking_scope": record.blocking_scope,
     }
-
-
-async def insert_holders(
-    conn: AsyncConnection, request: AllocationRequest, claims: Sequence[Claim]
-) -> None:
-    holder, expiry = request.holder, request.now + request.lease
-    if claims:
-        await conn.execute(
-            HOLDERS.insert(),
-            [
-                {
-                    "namespace": c.namespace,
-                    "token": request.token,
-                    "project": holder.project,
-                    "domain": holder.domain,
-                    "execution_id": holder.execution_id,
-                    "node_id": holder.node_id,
-                    "units": c.units,
-                    "granted_at": request.now,
-                    "lease_expires_at": expiry,
-                }
-                for c in claims
-            ],
-        )
-
-
-async def drop_waiter_entries(conn: AsyncConnection, token: str, namespaces: Sequence[str]) -> None:
-    await conn.execute(
-        sa.delete(WAITERS).where(WAITERS.c.token == token, WAITERS.c.namespace.in_(namespaces))
-    )
-
-
-async def upsert_waiters(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
-    if not rows:
-        return
-    insert = upsert_into(conn, WAITERS)
-    updated = {c: getattr(insert.excluded, c) for c in rows[0] if c not in ("namespace", "token")}
-    await conn.execute(
-        insert.on_conflict_do_update(
-            index_elements=[WAITERS.c.namespace, WAITERS.c.token], set_=updated
-        ),
-        list(rows),
-    )
-
-
-async def extend_leases(
-    conn: AsyncConnection, token: str, namespaces: Sequence[str], now: float, lease: float
-) -> set[str]:
-    """Push the token's live leases (and waiter entries) to now + lease; where it holds."""
-    if not namespaces:
-        return set()
-    holders = _extend(HOLDERS, HOLDERS.c.lease_expires_at, token, namespaces, now + lease, now)
-    held = await conn.execute(holders.returning(HOLDERS.c.namespace))
-    await conn.execute(_extend(WAITERS, WAITERS.c.expires_at, token, namespaces, now + lease, now))
-    return set(held.scalars())
-
-
-def _extend(
-    table: sa.Table,
-    expiry: sa.Column[float],
-    token: str,
-    namespaces: Sequence[str],
-    until: float,
-    now: float,
-) -> sa.Update:
-    """Move the live rows of `token` in these namespaces to expire at `until`."""
-    live = (table.c.token == token, table.c.namespace.in_(namespaces), expiry > now)
-    return sa.update(table).where(*live).values({expiry.name: until})
-
-
-async def drop_token(conn: AsyncConnection, token: str, namespaces: Sequence[str]) -> set[str]:
-    """Delete the token's holders (uncounting them) and waiter entries; where any was."""
-    gone = list(
-        await conn.execute(
-            sa.delete(HOLDERS)
-            .where(HOLDERS.c.token == token, HOLDERS.c.namespace.in_(namespaces))
-            .returning(HOLDERS.c.namespace, HOLDERS.c.project, HOLDERS.c.domain, HOLDERS.c.units)
-        )
-    )
-    await count_units(conn, [(ns, p, d, -units) for ns, p, d, units in gone])
-    left = await conn.execute(
-        sa.delete(WAITERS)
-        .where(WAITERS.c.token == token, WAITERS.c.namespace.in_(namespaces))
-        .returning(WAITERS.c.namespace)
-    )
-    return {row[0] for row in gone} | set(left.scalars())
 
 
 async def forget_empty(conn: AsyncConnection, namespaces: Sequence[str]) -> None:

@@ -1,0 +1,181 @@
+"""The SQL backend's hot paths on PostgreSQL, on the store's direct psycopg connections.
+
+One call of a server function (migration 0002) per step instead of a statement per row set;
+the functions do bookkeeping only, the admission rule runs here in Python on what they
+return, inside the same transaction. With the rarer writes (waiter entries, lease renewals,
+claim defaults) they are plain psycopg statements inside one pipelined transaction
+(`PgDirect.transaction`): an allocation is two round trips (BEGIN + the load, then the writes
++ COMMIT), a release two (BEGIN + the release, then the wake-up + COMMIT), with no SQLAlchemy
+construct, pool pre-ping or greenlet switch per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sluice.resources.admission import Usage, plan_allocation
+from sluice.resources.backends._shared import WaiterRecord, resolve_quota
+from sluice.resources.backends.base import AllocationRequest, NamespaceUsage
+from sluice.resources.backends.sql.lite import Allocated
+from sluice.resources.backends.sql.reads import (
+    loaded_from,
+    ready_usage,
+    sources_of,
+    usage_of,
+    waiters_of,
+)
+from sluice.resources.backends.sql.tables import WAITER_COLUMNS
+from sluice.resources.backends.sql.writes import (
+    defaults_to_store,
+    lock_keys,
+    waiter_row,
+    waiters_to_write,
+)
+from sluice.resources.models import QuotaSource
+from sluice.store.notify import pg_notification
+
+Conn = Any  # a psycopg AsyncConnection in pipeline mode
+
+_LOAD = "SELECT sluice_resources_load(%s::integer[], %s::text[], %s, %s)"
+_GRANT = (
+    "SELECT sluice_resources_grant(%s, %s, %s, %s, %s, %s::text[], %s::integer[], %s, %s,"
+    " %s::text[])"
+)
+_RELEASE = "SELECT sluice_resources_release(%s::integer[], %s, %s::text[], %s)"
+_EXTEND_HOLDERS = (
+    "UPDATE resource_holders SET lease_expires_at = %s"
+    " WHERE token = %s AND namespace = ANY(%s::text[]) AND lease_expires_at > %s"
+    " RETURNING namespace"
+)
+_EXTEND_WAITERS = (
+    "UPDATE resource_waiters SET expires_at = %s"
+    " WHERE token = %s AND namespace = ANY(%s::text[]) AND expires_at > %s"
+)
+_UPSERT_WAITER = (
+    f"INSERT INTO resource_waiters ({', '.join(WAITER_COLUMNS)})"
+    f" VALUES ({', '.join(['%s'] * len(WAITER_COLUMNS))})"
+    " ON CONFLICT (namespace, token) DO UPDATE SET "
+    + ", ".join(f"{c} = EXCLUDED.{c}" for c in WAITER_COLUMNS[2:])
+)
+_STORE_DEFAULT = (
+    "INSERT INTO resource_quotas (namespace, default_quota, updated_at) VALUES (%s, %s, %s)"
+    " ON CONFLICT (namespace) DO UPDATE SET default_quota = EXCLUDED.default_quota,"
+    " updated_at = EXCLUDED.updated_at"
+)
+_NOTIFY = "SELECT pg_notify(%s, %s)"
+
+
+@dataclass(frozen=True)
+class Rows:
+    """What an allocation reads of its namespaces, lapsed leases and waiters reclaimed."""
+
+    sources: dict[str, dict[QuotaSource, int]]
+    held: set[str]
+    usage: dict[str, Usage]
+    waiters: dict[str, list[WaiterRecord]]
+    reclaimed: set[str]
+
+
+async def load(conn: Conn, names: Sequence[str], token: str, now: float) -> Rows:
+    """Lock the namespaces, reclaim what lapsed there, and read them (waits for the answer)."""
+    cursor = await conn.execute(_LOAD, (lock_keys(names), list(names), token, now))
+    row = await cursor.fetchone()
+    answer: Mapping[str, Any] = row[0]
+    return Rows(
+        sources_of(answer["sources"]),
+        set(answer["held"]),
+        usage_of(names, answer["usage"]),
+        waiters_of(answer["waiters"]),
+        set(answer["reclaimed"]),
+    )
+
+
+async def allocate(conn: Conn, request: AllocationRequest) -> Allocated:
+    """Judge and record one allocation (see ResourceBackend.allocate) in the caller's
+    transaction; the caller publishes `reclaimed`. Only the load waits for its answer."""
+    names = [c.namespace for c in request.claims]
+    read = await load(conn, names, request.token, request.now)
+    quotas = {
+        c.namespace: resolve_quota(c, read.sources.get(c.namespace, {})) for c in request.claims
+    }
+    loaded = loaded_from(quotas, request.token, request.now, read.held, read.usage, read.waiters)
+    states = loaded.states
+    plan = plan_allocation(request.token, request.claims, request.holder, request.now, states)
+    held = [ns for ns, state in states.items() if state.holding]
+    if held:
+        await extend_leases(conn, request.token, held, request.now, request.lease, wait=False)
+    if plan.granted:
+        new = [c for c in request.claims if not states[c.namespace].holding]
+        waited = any(state.asker_since is not None for state in states.values())
+        holder = request.holder
+        await conn.execute(
+            _GRANT,
+            (
+                request.token,
+                holder.project,
+                holder.domain,
+                holder.execution_id,
+                holder.node_id,
+                [c.namespace for c in new],
+                [c.units for c in new],
+                request.now,
+                request.now + request.lease,
+                list(states) if waited else [],
+            ),
+        )
+    else:
+        await upsert_waiters(conn, waiters_to_write(request, plan, loaded))
+    defaults = defaults_to_store(request, read.sources)
+    if defaults:
+        await conn.cursor().executemany(
+            _STORE_DEFAULT, [(ns, q, request.now) for ns, q in defaults.items()]
+        )
+    return Allocated(plan, states, read.reclaimed)
+
+
+async def extend_leases(
+    conn: Conn, token: str, names: Sequence[str], now: float, lease: float, *, wait: bool = True
+) -> set[str]:
+    """Push the token's live leases (and waiter entries) to now + lease; where it holds
+    (an empty set, not waited for, with `wait=False`)."""
+    if not names:
+        return set()
+    params = (now + lease, token, list(names), now)
+    cursor = await conn.execute(_EXTEND_HOLDERS, params)
+    await conn.execute(_EXTEND_WAITERS, params)
+    if not wait:
+        return set()
+    return {row[0] for row in await cursor.fetchall()}
+
+
+async def upsert_waiters(conn: Conn, records: Sequence[tuple[str, WaiterRecord]]) -> None:
+    if records:
+        rows = [tuple(waiter_row(ns, record)[c] for c in WAITER_COLUMNS) for ns, record in records]
+        await conn.cursor().executemany(_UPSERT_WAITER, rows)
+
+
+async def release(
+    conn: Conn, token: str, names: Sequence[str], now: float
+) -> tuple[NamespaceUsage, ...]:
+    """Lock, drop the token's holders and waiter entries, forget idle namespaces; the usage
+    and ready waiters of every namespace that changed (waits for the answer)."""
+    cursor = await conn.execute(_RELEASE, (lock_keys(names), token, list(names), now))
+    row = await cursor.fetchone()
+    answer: Mapping[str, Any] = row[0]
+    changed = sorted(set(answer["changed"]))
+    if not changed:
+        return ()
+    return ready_usage(
+        changed,
+        sources_of(answer["sources"]),
+        usage_of(changed, answer["usage"]),
+        waiters_of(answer["waiters"]),
+        now,
+    )
+
+
+async def notify(conn: Conn, channel: str, payload: str) -> None:
+    """Queue a NOTIFY, delivered when the transaction commits."""
+    await conn.execute(_NOTIFY, pg_notification(channel, payload))
