@@ -20,6 +20,9 @@ from sluice.plugins.builtin.flyte_literals import type_spec
 from sluice.spec.canonical import digest
 from sluice.spec.models import CacheSpec, InputSpec, Interface, TaskMetadata, TaskSpec
 
+DYNAMIC_MARK = "_F_SS_C"
+"""The environment variable flytekit sets on @dynamic and eager tasks only (the serialization
+context their code needs to compile a workflow while it runs)."""
 SUPPORTED_TYPES = ("python-task", *PLUGIN_TASK_TYPES)
 """Task types sluice runs today; any other fails at translation, naming the task and type."""
 
@@ -34,6 +37,13 @@ def task_spec(template: Any, source_root: str = "", module_file: str = "") -> Ta
         raise DefinitionError(
             f"{where}: task type {template.type!r} is not supported by sluice yet "
             f"(supported: {', '.join(SUPPORTED_TYPES)})"
+        )
+    if is_dynamic(template):
+        raise DefinitionError(
+            f"{where} is a flytekit @dynamic (or eager) task: it compiles a workflow while it "
+            "runs (a DynamicJobSpec, written by flytekit instead of outputs), which sluice "
+            "does not translate yet; sluice's own dynamic workflows (sluice.dynamic) can "
+            "replace it"
         )
     if template.type in PYTHON_FUNCTION_TYPES:
         try:
@@ -60,6 +70,13 @@ def task_spec(template: Any, source_root: str = "", module_file: str = "") -> Ta
         custom=custom,
     )
     return draft.model_copy(update={"version": digest(draft.model_dump(mode="json"))[:16]})
+
+
+def is_dynamic(template: Any) -> bool:
+    """Whether a task template is a flytekit @dynamic (or eager) task."""
+    return template.HasField("container") and any(
+        pair.key == DYNAMIC_MARK for pair in template.container.env
+    )
 
 
 def interface(typed: Any, where: str, defaults: dict[str, Any] | None = None) -> Interface:

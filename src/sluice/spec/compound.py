@@ -50,8 +50,34 @@ class MapOptions(SpecModel):
 
     task: TaskSpec
     item_input: str
+    zipped: tuple[str, ...] = ()
+    """More list inputs taken item by item with `item_input` (Flyte maps every unbound input);
+    they must be as long as it."""
     concurrency: int | None = Field(default=None, ge=1)
     min_success_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+    min_successes: int | None = Field(default=None, ge=0)
+    """How many items must succeed, in place of the ratio (Flyte's `min_successes`)."""
+
+    @property
+    def mapped(self) -> tuple[str, ...]:
+        return (self.item_input, *self.zipped)
+
+    def required(self, total: int) -> int:
+        """How many of `total` items must succeed for the map node to succeed."""
+        if self.min_successes is not None:
+            return min(total, self.min_successes)
+        return required_successes(total, self.min_success_ratio)
+
+    def total(self, inputs: Mapping[str, Any], where: str) -> int:
+        """The number of items; DefinitionError naming a zipped list of another length."""
+        total = len(inputs[self.item_input])
+        for name in self.zipped:
+            if len(inputs[name]) != total:
+                raise DefinitionError(
+                    f"{where}: mapped input {name!r} has {len(inputs[name])} items, "
+                    f"{self.item_input!r} has {total}"
+                )
+        return total
 
 
 class LaunchPlanCall(SpecModel):
@@ -107,7 +133,7 @@ def map_child_spec(
 ) -> NodeSpec:
     """The node of item `index`: the mapped task on that item and the fixed inputs."""
     bound = {
-        name: Binding(kind="constant", value=value[index] if name == options.item_input else value)
+        name: Binding(kind="constant", value=value[index] if name in options.mapped else value)
         for name, value in inputs.items()
     }
     return NodeSpec(id=map_child_id(parent.id, index), task=options.task.key, inputs=bound)
