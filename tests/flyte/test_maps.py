@@ -56,9 +56,9 @@ def test_a_map_task_bound_by_its_concurrency(tmp_path: Path) -> None:
     db, work, config = tmp_path / "s.db", tmp_path / "work", tmp_path / "sluice.toml"
     work.mkdir()
     config.write_text("[plugins.config.flyte]\nworkers = 4\n")
+    inputs = ["-i", "xs=[1, 2, 3, 4, 5, 6]", "-i", "delay=0.3"]
     done = subprocess.run(
-        [sys.executable, "-m", "sluice", "run", f"{MAPS}:slow_map", "--json"]
-        + ["-i", "xs=[1, 2, 3, 4, 5, 6]", "-i", "delay=0.3"],
+        [sys.executable, "-m", "sluice", "run", f"{MAPS}:slow_map", "--json", *inputs],
         env=env(db, work, SLUICE_ENGINE__WORKERS="4", SLUICE_CONFIG=str(config)),
         capture_output=True,
         text=True,
@@ -87,6 +87,16 @@ def test_a_failing_item_under_min_success_ratio_gives_none(tmp_path: Path) -> No
     assert sorted(history(work)) == [f"picky-{x}" for x in range(1, 6)]
 
 
+def test_min_success_ratio_counts_items_as_flyte_does(tmp_path: Path) -> None:
+    # 0.6 of 5 is 3 (the proto's float32 0.6000000238 must not make it 4): 2 failures pass
+    code, found = _run(tmp_path / "s.db", "tolerant", "-i", "xs=[3, 1, 3, 2, 4]")
+    assert code == 0, found
+    assert found["outputs"] == {"o0": [None, -1, None, -2, -4]}
+    code, found = _run(tmp_path / "s.db", "tolerant", "-i", "xs=[3, 1, 3, 2, 3]")
+    assert code != 0
+    assert "3 of 5 items failed; 3 must succeed" in _nodes(found)["n0"]["error"]["message"]
+
+
 def test_a_failing_item_fails_a_map_that_needs_every_item(tmp_path: Path) -> None:
     code, found = _run(tmp_path / "s.db", "strict")
     assert code != 0
@@ -97,7 +107,7 @@ def test_a_failing_item_fails_a_map_that_needs_every_item(tmp_path: Path) -> Non
 
 
 def test_every_unbound_list_input_is_mapped_item_by_item(tmp_path: Path) -> None:
-    code, found = _run(tmp_path / "s.db", "zipped", "-i", 'a=[1, 2, 3]', "-i", 'b=["p", "q", "r"]')
+    code, found = _run(tmp_path / "s.db", "zipped", "-i", "a=[1, 2, 3]", "-i", 'b=["p", "q", "r"]')
     assert code == 0, found
     assert found["outputs"] == {"o0": ["p1", "q2", "r3"]}
 

@@ -11,6 +11,7 @@ import pytest
 
 from sluice.errors import DefinitionError
 from sluice.runtime import resolve_target
+from sluice.spec.compound import launch_plan_call, map_options
 from sluice.spec.models import ConcurrencyBehavior
 from support.flyte import FLOWS_ROOT
 
@@ -54,13 +55,63 @@ def test_an_unsupported_type_is_refused_naming_the_variable() -> None:
         resolve_target(_flows("shapes", "unsupported").takes_a_dataclass)
 
 
-@pytest.mark.parametrize(
-    ("workflow", "what"),
-    [("branching", r"a branch \(conditional\)"), ("mapping", r"an array \(map_task\)")],
-)
-def test_an_unsupported_node_is_refused_naming_the_node(workflow: str, what: str) -> None:
-    with pytest.raises(DefinitionError, match=f"node 'n0' is {what} node, not supported yet"):
-        resolve_target(getattr(_flows("shapes", "unsupported"), workflow))
+def test_a_branch_node_is_refused_naming_the_node() -> None:
+    with pytest.raises(DefinitionError, match=r"node 'n0' is a branch \(conditional\) node, not"):
+        resolve_target(_flows("shapes", "unsupported").branching)
+
+
+def test_a_dynamic_task_is_refused_naming_the_node_and_why() -> None:
+    with pytest.raises(DefinitionError, match=r"node 'n0': .*'unsupported.shapes.fan' is a fl"):
+        resolve_target(_flows("shapes", "unsupported").dynamic_fan)
+    with pytest.raises(DefinitionError, match="compiles a workflow while it runs"):
+        resolve_target(_flows("shapes", "unsupported").fan)
+
+
+def test_a_map_task_becomes_a_map_node_of_the_mapped_task() -> None:
+    workflow, _ = resolve_target(_flows("maps").mapped)
+    (node,) = workflow.nodes
+    task = workflow.tasks[node.task]
+    assert task.type == "map"
+    options = map_options(task)
+    assert (options.item_input, options.zipped, options.concurrency) == ("x", (), 2)
+    assert (options.min_success_ratio, options.min_successes) == (1.0, None)
+    assert node.inputs["factor"].model_dump(include={"kind", "value"}) == {
+        "kind": "constant",
+        "value": 10,
+    }
+    assert (node.inputs["x"].kind, node.inputs["x"].name) == ("input", "xs")
+    item = options.task
+    assert (item.name, item.type) == ("flyteflows.maps.scale", "python-task")
+    assert {n: str(i.type) for n, i in item.interface.inputs.items()} == {
+        "x": "int",
+        "factor": "int",
+    }
+    assert item.metadata.cache.enabled and item.metadata.cache.version == "1"
+    args = item.custom["template"]["container"]["args"]
+    assert args[0] == "pyflyte-execute" and args[-4:] == [
+        "task-module",
+        "flyteflows.maps",
+        "task-name",
+        "scale",
+    ]
+    tolerant, _ = resolve_target(_flows("maps").tolerant)
+    tolerant_task = next(iter(tolerant.tasks.values()))
+    assert map_options(tolerant_task).min_success_ratio == 0.6
+    assert str(tolerant_task.interface.outputs["o0"]) == "list[int | None]"
+
+
+def test_a_sub_workflow_is_inlined_and_a_launch_plan_call_is_a_launch_plan_node() -> None:
+    workflow, _ = resolve_target(_flows("maps").outer)
+    assert [n.id for n in workflow.nodes] == ["n0-n0", "n0-n1", "n1"]
+    first, second, call = workflow.nodes
+    assert (first.inputs["x"].kind, first.inputs["x"].name) == ("input", "x")
+    assert (second.inputs["x"].node, second.upstream) == ("n0-n0", ("n0-n0",))
+    # waiting for the sub-workflow node is waiting for every node it inlined
+    assert (call.inputs["x"].node, call.upstream) == ("n0-n1", ("n0-n0", "n0-n1"))
+    launched = launch_plan_call(workflow.tasks[call.task])
+    assert launched.launch_plan.name == "inner_plan"
+    assert launched.launch_plan.fixed_inputs == {"y": 7}
+    assert "y" not in workflow.tasks[call.task].interface.inputs
 
 
 def test_constants_defaults_and_promises_become_bindings() -> None:

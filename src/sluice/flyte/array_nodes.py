@@ -69,8 +69,10 @@ def _criterion(array: Any) -> str | None:
 
 
 def _ratio(array: Any) -> float:
+    """The ratio, rounded back from the proto's float32 (0.6 is stored as 0.6000000238...,
+    which would ask for 4 of 5 items instead of 3)."""
     if _criterion(array) == "min_success_ratio":
-        return float(array.min_success_ratio)
+        return round(float(array.min_success_ratio), 6)
     return 1.0
 
 

@@ -169,9 +169,7 @@ class Translator:
         workflow, spec = launch_plan_spec(self.entities, plan)
         typed = self.entities.workflow(plan.spec.workflow_id.name).template.interface
         inputs = {
-            n: declared.model_copy(
-                update={"default": spec.default_inputs[n], "has_default": True}
-            )
+            n: declared.model_copy(update={"default": spec.default_inputs[n], "has_default": True})
             if n in spec.default_inputs
             else declared
             for n, declared in workflow.interface.inputs.items()

@@ -94,4 +94,3 @@ inner_plan = LaunchPlan.get_or_create(inner, name="inner_plan", fixed_inputs={"y
 def outer(x: int = 1) -> int:
     once = inner(x=x)
     return inner_plan(x=once)
-

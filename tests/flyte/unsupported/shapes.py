@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flytekit import conditional, map_task, task, workflow
+from flytekit import conditional, dynamic, task, workflow
 
 
 @task
@@ -28,6 +28,11 @@ def branching(x: int = 1) -> int:
     return conditional("sign").if_(x > 0).then(inc(x=x)).else_().then(inc(x=0))
 
 
+@dynamic
+def fan(n: int) -> list[int]:
+    return [inc(x=i) for i in range(n)]
+
+
 @workflow
-def mapping(xs: list[int] = [1, 2]) -> list[int]:  # noqa: B006 - flytekit's default
-    return map_task(inc)(x=xs)
+def dynamic_fan(n: int = 2) -> list[int]:
+    return fan(n=n)
