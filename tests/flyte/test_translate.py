@@ -144,3 +144,10 @@ def test_a_launch_plan_keeps_its_inputs_schedule_and_policy() -> None:
     assert every is not None and every.schedule is not None and every.concurrency is not None
     assert every.schedule.fixed_rate == 60.0
     assert (every.concurrency.max, every.concurrency.behavior) == (1, ConcurrencyBehavior.SKIP)
+
+
+def test_a_map_task_run_alone_is_refused_naming_it() -> None:
+    from flytekit import map_task
+
+    with pytest.raises(DefinitionError, match=r"is a flytekit map_task: .* inside a @workflow"):
+        resolve_target(map_task(_flows("maps").picky))

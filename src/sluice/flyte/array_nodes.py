@@ -19,12 +19,11 @@ import copy
 from typing import Any
 
 from sluice.errors import DefinitionError
-from sluice.flyte.tasks import interface, task_spec
+from sluice.flyte.tasks import MAP_RESOLVER, interface, task_spec
 from sluice.spec.canonical import digest
 from sluice.spec.compound import MAP_TYPE, MapOptions
 from sluice.spec.models import TaskSpec
 
-MAP_RESOLVER = "flytekit.core.array_node_map_task.ArrayNodeMapTaskResolver"
 _EXECUTE = "pyflyte-execute"
 
 

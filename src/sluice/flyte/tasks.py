@@ -23,6 +23,8 @@ from sluice.spec.models import CacheSpec, InputSpec, Interface, TaskMetadata, Ta
 DYNAMIC_MARK = "_F_SS_C"
 """The environment variable flytekit sets on @dynamic and eager tasks only (the serialization
 context their code needs to compile a workflow while it runs)."""
+MAP_RESOLVER = "flytekit.core.array_node_map_task.ArrayNodeMapTaskResolver"
+"""The resolver of a map_task's own template (flyte/array_nodes.py)."""
 SUPPORTED_TYPES = ("python-task", *PLUGIN_TASK_TYPES)
 """Task types sluice runs today; any other fails at translation, naming the task and type."""
 
@@ -44,6 +46,11 @@ def task_spec(template: Any, source_root: str = "", module_file: str = "") -> Ta
             "runs (a DynamicJobSpec, written by flytekit instead of outputs), which sluice "
             "does not translate yet; sluice's own dynamic workflows (sluice.dynamic) can "
             "replace it"
+        )
+    if template.HasField("container") and MAP_RESOLVER in template.container.args:
+        raise DefinitionError(
+            f"{where} is a flytekit map_task: sluice runs it as a map node of a workflow; "
+            "call it inside a @workflow"
         )
     if template.type in PYTHON_FUNCTION_TYPES:
         try:
