@@ -151,3 +151,15 @@ def test_a_map_task_run_alone_is_refused_naming_it() -> None:
 
     with pytest.raises(DefinitionError, match=r"is a flytekit map_task: .* inside a @workflow"):
         resolve_target(map_task(_flows("maps").picky))
+
+
+def test_nested_sub_workflows_are_inlined_under_each_calling_node() -> None:
+    workflow, _ = resolve_target(_flows("maps").nested)
+    assert [n.id for n in workflow.nodes] == ["n0-n0", "n0-n1-n0", "n0-n1-n1"]
+    assert workflow.node("n0-n1-n0").inputs["x"].node == "n0-n0"
+    assert workflow.outputs["o0"].node == "n0-n1-n1"
+
+
+def test_a_map_over_a_launch_plan_is_refused_naming_the_node() -> None:
+    with pytest.raises(DefinitionError, match="node 'n0' is an array node over a non-task node"):
+        resolve_target(_flows("shapes", "unsupported").map_over_plan)

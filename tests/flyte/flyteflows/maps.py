@@ -94,3 +94,13 @@ inner_plan = LaunchPlan.get_or_create(inner, name="inner_plan", fixed_inputs={"y
 def outer(x: int = 1) -> int:
     once = inner(x=x)
     return inner_plan(x=once)
+
+
+@workflow
+def middle(x: int) -> int:
+    return inner(x=add_one(x=x))
+
+
+@workflow
+def nested(x: int = 1) -> int:
+    return middle(x=x)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flytekit import conditional, dynamic, task, workflow
+from flytekit import LaunchPlan, conditional, dynamic, map_task, task, workflow
 
 
 @task
@@ -36,3 +36,16 @@ def fan(n: int) -> list[int]:
 @workflow
 def dynamic_fan(n: int = 2) -> list[int]:
     return fan(n=n)
+
+
+@workflow
+def one(x: int) -> int:
+    return inc(x=x)
+
+
+one_plan = LaunchPlan.get_or_create(one, name="one_plan")
+
+
+@workflow
+def map_over_plan(xs: list[int] = [1, 2]) -> list[int]:  # noqa: B006 - flytekit's default
+    return map_task(one_plan)(x=xs)
