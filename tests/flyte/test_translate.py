@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -163,3 +164,30 @@ def test_nested_sub_workflows_are_inlined_under_each_calling_node() -> None:
 def test_a_map_over_a_launch_plan_is_refused_naming_the_node() -> None:
     with pytest.raises(DefinitionError, match="node 'n0' is an array node over a non-task node"):
         resolve_target(_flows("shapes", "unsupported").map_over_plan)
+
+
+def test_a_dynamic_task_reaching_a_worker_fails_naming_its_dynamic_job_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # translation refuses @dynamic; a template that got past it (a package whose dynamic task
+    # lacks the mark) still fails clearly in the worker instead of "no outputs.pb"
+    from google.protobuf import json_format
+
+    from sluice.flyte.entities import serialize
+    from sluice.plugins.builtin.flyte_exec import run_flyte_job
+
+    fan = _flows("shapes", "unsupported").fan
+    entities = serialize(fan)
+    template = entities.tasks[fan.name].template
+    context = next(p.value for p in template.container.env if p.key == "_F_SS_C")
+    monkeypatch.setenv("_F_SS_C", context)  # what Flyte's pod would have: flytekit compiles
+    job = {
+        "id": "dynamic-1",
+        "template": json_format.MessageToDict(template),
+        "inputs": {"n": 2},
+        "work_dir": str(tmp_path),
+        "source_root": entities.root_of(fan.name),
+    }
+    error = run_flyte_job(job)["error"]
+    assert error["type"] == "DynamicTaskError"
+    assert "futures.pb (a DynamicJobSpec)" in error["message"]

@@ -106,6 +106,13 @@ def _answer(template: Any, out: Path) -> dict[str, Any]:
     if error.exists():
         document = errors_pb2.ErrorDocument.FromString(error.read_bytes())
         return {"error": _error(document.error)}
+    if (out / "futures.pb").exists():  # translation refuses these: a package older than _F_SS_C
+        message = (
+            "the task wrote futures.pb (a DynamicJobSpec): it is a flytekit @dynamic task, "
+            "which sluice does not run yet"
+        )
+        return {"error": {"type": "DynamicTaskError", "message": message, "traceback": "",
+                          "recoverable": False}}  # fmt: skip
     if not outputs.exists():
         return {"error": {"type": "OutputsError", "message": "the task wrote no outputs.pb",
                           "traceback": "", "recoverable": False}}  # fmt: skip
