@@ -140,10 +140,12 @@ def map_child_spec(
 
 
 def build_task(dynamic: TaskSpec) -> TaskSpec:
-    """The python task that runs a dynamic task's function: same inputs, one JSON output (the
-    workflow it built)."""
+    """The task that runs a dynamic task's function: same inputs, one JSON output (the
+    workflow it built); a python task, or the type `custom.build_type` names (a flytekit
+    @dynamic task's `python-task`, run by the flyte plugin)."""
     interface = Interface(inputs=dynamic.interface.inputs, outputs={BUILD_OUTPUT: JSON})
-    return dynamic.model_copy(update={"type": "python", "interface": interface})
+    build_type = str(dynamic.custom.get("build_type", "python"))
+    return dynamic.model_copy(update={"type": build_type, "interface": interface})
 
 
 def build_child_spec(parent: NodeSpec, dynamic: TaskSpec, inputs: dict[str, Any]) -> NodeSpec:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from flytekit import LaunchPlan, map_task, task, workflow
+from flytekit import LaunchPlan, dynamic, map_task, task, workflow
 
 
 def record(event: str) -> None:
@@ -104,3 +104,26 @@ def middle(x: int) -> int:
 @workflow
 def nested(x: int = 1) -> int:
     return middle(x=x)
+
+
+@dynamic
+def fan_out(n: int, factor: int) -> list[int]:
+    """Built when it runs: n nodes (a loop over a real value), then one more reading them."""
+    record(f"fan_out-{n}")
+    parts = [scale(x=i, factor=factor) for i in range(n)]
+    return map_task(functools.partial(scale, factor=1))(x=parts)
+
+
+@workflow
+def dynamic_fan(n: int = 3) -> list[int]:
+    return fan_out(n=n, factor=add_one(x=n))
+
+
+@dynamic
+def no_nodes(n: int) -> int:
+    return n * 2
+
+
+@workflow
+def direct(n: int = 4) -> int:
+    return add_one(x=no_nodes(n=n))
