@@ -129,3 +129,24 @@ def test_a_sub_workflow_is_inlined_and_a_launch_plan_node_starts_a_child(tmp_pat
     child = [r for r in rows if r[0] != found["id"]]
     assert [(r[1], r[2]) for r in child] == [("SUCCEEDED", "inner_plan")], rows
     assert json.loads(child[0][3]) == {"x": 3, "y": 7}  # the fixed input joins the node's
+
+
+def test_a_dynamic_task_builds_its_workflow_once_and_runs_it_as_children(tmp_path: Path) -> None:
+    db, work = tmp_path / "s.db", tmp_path / "work"
+    work.mkdir()
+    code, found = _run(db, "dynamic_fan", "-i", "n=3", work=work)
+    assert code == 0, found
+    assert found["outputs"] == {"o0": [0, 4, 8]}  # factor = add_one(3), each then scaled by 1
+    nodes = _nodes(found)
+    assert {"n1:build", "n1.dn0", "n1.dn1", "n1.dn2", "n1.dn3"} <= set(nodes)
+    assert [nodes[f"n1.dn3[{i}]"]["phase"] for i in range(3)] == ["SUCCEEDED"] * 3  # its map
+    assert history(work).count("fan_out-3") == 1  # the function ran once: the build
+    second_code, second = _run(db, "dynamic_fan", "-i", "n=3", work=work)
+    assert second_code == 0, second
+    assert [_nodes(second)[f"n1.dn{i}"]["cache_status"] for i in range(3)] == ["HIT"] * 3
+
+
+def test_a_dynamic_task_that_calls_no_task_returns_its_outputs(tmp_path: Path) -> None:
+    code, found = _run(tmp_path / "s.db", "direct", "-i", "n=4")
+    assert code == 0, found
+    assert found["outputs"] == {"o0": 9}  # 4 * 2 in the dynamic task, + 1

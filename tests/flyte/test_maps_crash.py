@@ -74,3 +74,42 @@ def test_kill_9_mid_flyte_map_resumes_without_rerunning_succeeded_items(tmp_path
         active += 1 if event.startswith("start-") else -1
         peak = max(peak, active)
     assert peak <= 2, f"map_task(concurrency=2) ran {peak} items at once after the restart"
+
+
+def test_kill_9_mid_flyte_dynamic_resumes_its_built_workflow(tmp_path: Path) -> None:
+    db, work = tmp_path / "s.db", tmp_path / "work"
+    work.mkdir()
+    run = _sluice(["run", f"{MAPS}:slow_dynamic", "-i", "n=8", "-i", "delay=0.4"], db, work)
+
+    def children_done() -> set[str]:
+        rows = query(
+            db,
+            "SELECT node_id FROM node_executions WHERE node_id LIKE 'n0.dn%' "
+            "AND phase = 'SUCCEEDED'",
+        )
+        return {str(r[0]) for r in rows}
+
+    try:
+        wait(lambda: len(children_done()) >= 2, timeout=180)
+        kill_9(run)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    done_at_kill = children_done()
+    assert _execution(db)[0] == "RUNNING"
+    assert len(done_at_kill) < 8, "the dynamic node ended before the kill: nothing to resume"
+
+    engine = _sluice(["engine"], db, work)
+    try:
+        wait(lambda: _execution(db)[0] == "SUCCEEDED", timeout=180)
+    finally:
+        engine.send_signal(signal.SIGTERM)
+        engine.wait(timeout=60)
+    assert engine.returncode == 0, (tmp_path / "engine.err").read_text()
+
+    assert json.loads(_execution(db)[1]) == {"o0": [x * x for x in range(8)]}
+    events = history(work)
+    assert events.count("slow_fan-8") == 1, "the dynamic workflow was built twice"
+    for node in done_at_kill:
+        x = int(node.removeprefix("n0.dn"))
+        assert events.count(f"start-{x}") == 1, f"{node} had succeeded and ran again"

@@ -12,7 +12,7 @@ import pytest
 
 from sluice.errors import DefinitionError
 from sluice.runtime import resolve_target
-from sluice.spec.compound import launch_plan_call, map_options
+from sluice.spec.compound import build_task, launch_plan_call, map_options
 from sluice.spec.models import ConcurrencyBehavior
 from support.flyte import FLOWS_ROOT
 
@@ -61,11 +61,19 @@ def test_a_branch_node_is_refused_naming_the_node() -> None:
         resolve_target(_flows("shapes", "unsupported").branching)
 
 
-def test_a_dynamic_task_is_refused_naming_the_node_and_why() -> None:
-    with pytest.raises(DefinitionError, match=r"node 'n0': .*'unsupported.shapes.fan' is a fl"):
-        resolve_target(_flows("shapes", "unsupported").dynamic_fan)
-    with pytest.raises(DefinitionError, match="compiles a workflow while it runs"):
-        resolve_target(_flows("shapes", "unsupported").fan)
+def test_a_dynamic_task_becomes_a_dynamic_node_built_on_the_flyte_plugin() -> None:
+    workflow, _ = resolve_target(_flows("maps").dynamic_fan)
+    task = workflow.tasks[workflow.node("n1").task]
+    assert (task.name, task.type) == ("flyteflows.maps.fan_out", "dynamic")
+    assert task.custom["dynamic_builder"] == "sluice.flyte.dynamic:built_workflow"
+    build = build_task(task)
+    assert (build.type, list(build.interface.outputs)) == ("python-task", ["workflow"])
+    assert sorted(build.interface.inputs) == ["factor", "n"]
+
+
+def test_an_eager_task_is_refused_naming_it() -> None:
+    with pytest.raises(DefinitionError, match=r"'unsupported.shapes.eagerly' is a flytekit eager"):
+        resolve_target(_flows("shapes", "unsupported").eagerly)
 
 
 def test_a_map_task_becomes_a_map_node_of_the_mapped_task() -> None:
@@ -169,14 +177,14 @@ def test_a_map_over_a_launch_plan_is_refused_naming_the_node() -> None:
 def test_a_dynamic_task_reaching_a_worker_fails_naming_its_dynamic_job_spec(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # translation refuses @dynamic; a template that got past it (a package whose dynamic task
-    # lacks the mark) still fails clearly in the worker instead of "no outputs.pb"
+    # a @dynamic template run without its builder (a package whose dynamic task lacks the
+    # mark, so it was translated as a plain task) fails clearly, not as "no outputs.pb"
     from google.protobuf import json_format
 
     from sluice.flyte.entities import serialize
     from sluice.plugins.builtin.flyte_exec import run_flyte_job
 
-    fan = _flows("shapes", "unsupported").fan
+    fan = _flows("maps").fan_out
     entities = serialize(fan)
     template = entities.tasks[fan.name].template
     context = next(p.value for p in template.container.env if p.key == "_F_SS_C")
@@ -184,7 +192,7 @@ def test_a_dynamic_task_reaching_a_worker_fails_naming_its_dynamic_job_spec(
     job = {
         "id": "dynamic-1",
         "template": json_format.MessageToDict(template),
-        "inputs": {"n": 2},
+        "inputs": {"n": 2, "factor": 3},
         "work_dir": str(tmp_path),
         "source_root": entities.root_of(fan.name),
     }

@@ -127,3 +127,14 @@ def no_nodes(n: int) -> int:
 @workflow
 def direct(n: int = 4) -> int:
     return add_one(x=no_nodes(n=n))
+
+
+@dynamic
+def slow_fan(n: int, delay: float) -> list[int]:
+    record(f"slow_fan-{n}")
+    return [slow_item(x=i, delay=delay) for i in range(n)]
+
+
+@workflow
+def slow_dynamic(n: int = 6, delay: float = 0.5) -> list[int]:
+    return slow_fan(n=n, delay=delay)

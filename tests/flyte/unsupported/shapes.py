@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flytekit import LaunchPlan, conditional, dynamic, map_task, task, workflow
+from flytekit import LaunchPlan, conditional, eager, map_task, task, workflow
 
 
 @task
@@ -28,14 +28,9 @@ def branching(x: int = 1) -> int:
     return conditional("sign").if_(x > 0).then(inc(x=x)).else_().then(inc(x=0))
 
 
-@dynamic
-def fan(n: int) -> list[int]:
-    return [inc(x=i) for i in range(n)]
-
-
-@workflow
-def dynamic_fan(n: int = 2) -> list[int]:
-    return fan(n=n)
+@eager
+async def eagerly(x: int) -> int:
+    return await inc(x=x)
 
 
 @workflow
