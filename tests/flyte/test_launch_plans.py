@@ -93,7 +93,7 @@ def test_a_launch_plan_with_an_unsupported_workflow_is_not_imported(tmp_path: Pa
     assert "node 'n0' is a" in done.stderr and "not supported yet" in done.stderr
 
 
-def test_pyflyte_serialize_output_maps_as_in_process_and_its_maps_run(tmp_path: Path) -> None:
+def test_pyflyte_serialize_output_maps_as_in_process_and_runs(tmp_path: Path) -> None:
     serialized = tmp_path / "serialized"
     serialized.mkdir()
     pyflyte = Path(sys.executable).with_name("pyflyte")
@@ -109,7 +109,7 @@ def test_pyflyte_serialize_output_maps_as_in_process_and_its_maps_run(tmp_path: 
     if str(FLOWS_ROOT) not in sys.path:
         sys.path.insert(0, str(FLOWS_ROOT))
     maps = importlib.import_module("flyteflows.maps")
-    for name in ("mapped", "tolerant", "outer"):
+    for name in ("mapped", "tolerant", "outer", "dynamic_fan"):
         from_file = workflow_spec(entities, f"flyteflows.maps.{name}")
         in_process, _ = resolve_target(getattr(maps, name))
         assert _shape(from_file) == _shape(in_process), name
@@ -117,7 +117,11 @@ def test_pyflyte_serialize_output_maps_as_in_process_and_its_maps_run(tmp_path: 
     root = f"--source-root={FLOWS_ROOT}"
     done = sluice(db, "flyte", "import", str(serialized), root, "--activate", "--json")
     assert done.returncode == 0, done.stderr
-    runs = {"flyteflows.maps.mapped": [10, 20, 30, 40, 50, 60], "flyteflows.maps.outer": 5}
+    runs = {
+        "flyteflows.maps.mapped": [10, 20, 30, 40, 50, 60],
+        "flyteflows.maps.outer": 5,
+        "flyteflows.maps.dynamic_fan": [0, 4, 8],  # compiled with pyflyte's context (_F_SS_C)
+    }
     for name, outputs in runs.items():
         ran = sluice(db, "executions", "create", name, "--wait", "--json")
         assert ran.returncode == 0, ran.stderr
