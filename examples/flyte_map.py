@@ -1,5 +1,6 @@
 """A flytekit workflow with a map_task, a sub-workflow and a launch plan called as a node, run
-by sluice with no Flyte cluster (docs/flyte.md, "Map tasks, sub-workflows and launch plans").
+by sluice with no Flyte cluster (docs/flyte.md, "Map tasks, sub-workflows, launch plans called
+as nodes, @dynamic").
 
     pip install 'sluice[flyte]'
     python examples/flyte_map.py

@@ -9,8 +9,8 @@ sluice map node; a launch plan node (`launchplan_ref`) a sluice launch plan node
 a child execution under the launch plan's concurrency policy; a sub-workflow node
 (`sub_workflow_ref`, a @workflow called in a @workflow) is inlined: its nodes join the
 workflow as `{node}-{its node}`, its inputs bound to what the node's were, and what read the
-node's outputs reads its outputs' bindings. Branch and gate nodes, and @dynamic tasks, are
-refused naming the node.
+node's outputs reads its outputs' bindings. A task node of a @dynamic task becomes a sluice
+dynamic node (flyte/dynamic.py). Branch and gate nodes are refused naming the node.
 """
 
 from __future__ import annotations
