@@ -25,10 +25,7 @@ START_NODES = ("", "start-node")  # flytekit writes "", the compiled form "start
 SUB_WORKFLOW_SEPARATOR = "-"
 MAX_DEPTH = 16
 """Sub-workflows nested deeper than this are refused (a cycle of references otherwise)."""
-_UNSUPPORTED = {
-    "branch_node": "a branch (conditional) node",
-    "gate_node": "a gate (approve, sleep, wait_for_input) node",
-}
+_UNSUPPORTED = {"gate_node": "a gate (approve, sleep, wait_for_input) node"}
 
 
 @dataclass
@@ -41,6 +38,18 @@ class Scope:
     """Inlined sub-workflow node -> its outputs' bindings (in the outer workflow's terms)."""
     ends: dict[str, set[str]] = field(default_factory=dict)
     """A node of this template -> the sluice nodes waiting for it means waiting for."""
+    capture: Capture | None = None
+    """In a branch's case: where values from outside the case become the case's inputs."""
+
+
+@dataclass
+class Capture:
+    """The values a branch's cases read from outside (workflow inputs, upstream outputs): each
+    an input `ext{i}` of the case workflows, bound in the outer workflow to what it was."""
+
+    outer: Scope
+    bound: dict[str, Binding] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)
 
 
 class Translator:
@@ -53,13 +62,13 @@ class Translator:
     def template(self, template: Any, scope: Scope, where: str) -> dict[str, Binding]:
         """Add the template's nodes; return its outputs' bindings."""
         for node in ordered(template.nodes, where):
-            self._node(node, scope, where)
+            self.node(node, scope, where)
         return {
             b.var: self.binding(b.binding, None, scope, f"{where}: output {b.var!r}")
             for b in template.outputs
         }
 
-    def _node(self, node: Any, scope: Scope, where: str) -> None:
+    def node(self, node: Any, scope: Scope, where: str) -> None:
         here = f"{where}: node {node.id!r}"
         target = node.WhichOneof("target")
         if target == "task_node":
@@ -69,6 +78,11 @@ class Translator:
             self._array(node, scope, where, here)
         elif target == "workflow_node":
             self._workflow_node(node, scope, where, here)
+        elif target == "branch_node":
+            from sluice.flyte.branch_nodes import branch_task
+
+            task, inputs = branch_task(self, node, scope, here)
+            self._add_spec(node, task, inputs, scope)
         else:
             what = _UNSUPPORTED.get(target or "", f"a {target} node")
             raise DefinitionError(f"{here} is {what}, not supported yet")
@@ -117,7 +131,11 @@ class Translator:
         scope.ends[node.id] = {n.id for n in self.nodes[first:]}
 
     def _add(self, node: Any, task: TaskSpec, typed: Any, scope: Scope, here: str) -> None:
-        inputs = self._inputs(node, typed.inputs.variables, scope, here)
+        self._add_spec(node, task, self._inputs(node, typed.inputs.variables, scope, here), scope)
+
+    def _add_spec(
+        self, node: Any, task: TaskSpec, inputs: dict[str, Binding], scope: Scope
+    ) -> None:
         spec = NodeSpec(
             id=scope.prefix + node.id,
             task=task.key,
@@ -211,6 +229,13 @@ class Translator:
     def _promise(self, ref: Any, scope: Scope, where: str) -> Binding:
         if len(ref.attr_path):
             raise DefinitionError(f"{where}: attribute access on a promise is not supported yet")
+        capture = scope.capture
+        if capture is not None and ref.node_id not in {*scope.ends, *scope.produced}:
+            key = f"{ref.node_id}.{ref.var}"
+            if key not in capture.names:
+                capture.names[key] = name = f"ext{len(capture.names)}"
+                capture.bound[name] = self._promise(ref, capture.outer, where)
+            return Binding(kind="input", name=capture.names[key])
         if ref.node_id in START_NODES:
             if scope.inputs is None:
                 return Binding(kind="input", name=ref.var)
