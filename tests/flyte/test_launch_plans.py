@@ -90,7 +90,9 @@ def test_a_launch_plan_with_an_unsupported_workflow_is_not_imported(tmp_path: Pa
     )
     done = sluice(tmp_path / "s.db", "flyte", "import", str(serialized))
     assert done.returncode != 0
-    assert "node 'n0' is a" in done.stderr and "not supported yet" in done.stderr
+    # the first refused launch plan in name order: the eager task's
+    assert "'unsupported.shapes.eagerly': node 'n0'" in done.stderr
+    assert "sluice does not run eager tasks" in done.stderr
 
 
 def test_pyflyte_serialize_output_maps_as_in_process_and_runs(tmp_path: Path) -> None:
@@ -121,6 +123,7 @@ def test_pyflyte_serialize_output_maps_as_in_process_and_runs(tmp_path: Path) ->
         "flyteflows.maps.mapped": [10, 20, 30, 40, 50, 60],
         "flyteflows.maps.outer": 5,
         "flyteflows.maps.dynamic_fan": [0, 4, 8],  # compiled with pyflyte's context (_F_SS_C)
+        "flyteflows.branches.signs": -2,  # a = 2: the else case, neg(a)
     }
     for name, outputs in runs.items():
         ran = sluice(db, "executions", "create", name, "--wait", "--json")

@@ -56,9 +56,40 @@ def test_an_unsupported_type_is_refused_naming_the_variable() -> None:
         resolve_target(_flows("shapes", "unsupported").takes_a_dataclass)
 
 
-def test_a_branch_node_is_refused_naming_the_node() -> None:
-    with pytest.raises(DefinitionError, match=r"node 'n0' is a branch \(conditional\) node, not"):
-        resolve_target(_flows("shapes", "unsupported").branching)
+def test_a_gate_node_is_refused_naming_the_node() -> None:
+    with pytest.raises(DefinitionError, match=r"node 'n0' is a gate \(approve, sleep"):
+        resolve_target(_flows("shapes", "unsupported").gated)
+
+
+def test_a_branch_node_becomes_a_dynamic_node_that_picks_its_case() -> None:
+    workflow, _ = resolve_target(_flows("branches").signs)
+    node = workflow.node("n1")
+    task = workflow.tasks[node.task]
+    assert (task.name, task.type) == ("branch.sign", "dynamic")
+    assert task.source is not None and (task.source.module, task.source.qualname) == (
+        "sluice.flyte.branches",
+        "CHOOSE",
+    )
+    assert build_task(task).type == "python"
+    assert str(task.interface.outputs["o0"]) == "int"
+    # operands: a (n0.o0) and y; outside values the cases read: a and y again
+    assert {n: (b.kind, b.node or b.name) for n, b in node.inputs.items() if n != "cases"} == {
+        "op0": ("input", "y"),
+        "op1": ("output", "n0"),
+        "ext0": ("output", "n0"),
+        "ext1": ("input", "y"),
+    }
+    cases = node.inputs["cases"].value
+    assert [("condition" in c, "workflow" in c) for c in cases] == [
+        (True, True),
+        (True, True),
+        (False, True),
+    ]
+    assert cases[0]["condition"]["conjunction"]["leftExpression"]["comparison"] == {
+        "operator": "GT",
+        "leftValue": {"var": "op1"},
+        "rightValue": {"primitive": {"integer": "2"}},
+    }
 
 
 def test_a_dynamic_task_becomes_a_dynamic_node_built_on_the_flyte_plugin() -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
-from flytekit import LaunchPlan, conditional, eager, map_task, task, workflow
+from flytekit import LaunchPlan, eager, map_task, sleep, task, workflow
 
 
 @task
@@ -24,8 +25,11 @@ def takes_a_dataclass(point: Point) -> int:
 
 
 @workflow
-def branching(x: int = 1) -> int:
-    return conditional("sign").if_(x > 0).then(inc(x=x)).else_().then(inc(x=0))
+def gated(x: int = 1) -> int:
+    waited = sleep(timedelta(seconds=1))
+    done = inc(x=x)
+    waited >> done
+    return done
 
 
 @eager
