@@ -10,7 +10,8 @@ a child execution under the launch plan's concurrency policy; a sub-workflow nod
 (`sub_workflow_ref`, a @workflow called in a @workflow) is inlined: its nodes join the
 workflow as `{node}-{its node}`, its inputs bound to what the node's were, and what read the
 node's outputs reads its outputs' bindings. A task node of a @dynamic task becomes a sluice
-dynamic node (flyte/dynamic.py). Branch and gate nodes are refused naming the node.
+dynamic node (flyte/dynamic.py), and so does a branch node (flyte/branch_nodes.py: its build
+picks the case). Gate nodes are refused naming the node.
 """
 
 from __future__ import annotations
