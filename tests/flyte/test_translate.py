@@ -61,6 +61,11 @@ def test_a_gate_node_is_refused_naming_the_node() -> None:
         resolve_target(_flows("shapes", "unsupported").gated)
 
 
+def test_a_condition_on_none_is_refused_naming_the_node_and_case() -> None:
+    with pytest.raises(DefinitionError, match=r"node 'n0' case 0: condition operand .*noneType"):
+        resolve_target(_flows("shapes", "unsupported").on_none)
+
+
 def test_a_branch_node_becomes_a_dynamic_node_that_picks_its_case() -> None:
     workflow, _ = resolve_target(_flows("branches").signs)
     node = workflow.node("n1")

@@ -60,8 +60,11 @@ def _rename(expression: dict[str, Any], operands: dict[str, str], where: str) ->
             if operand["var"] not in operands:
                 raise DefinitionError(f"{where}: condition reads unbound {operand['var']!r}")
             operand["var"] = operands[operand["var"]]
-        elif not _primitive_of(operand):
-            raise DefinitionError(f"{where}: condition operand {operand} is not supported yet")
+        elif set(_primitive_of(operand) or {"none": None}) - set(_PRIMITIVES):
+            raise DefinitionError(
+                f"{where}: condition operand {operand} is not supported yet (only int, float, "
+                "str and bool constants)"
+            )
 
 
 def _primitive_of(operand: dict[str, Any]) -> dict[str, Any] | None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Optional
 
-from flytekit import LaunchPlan, eager, map_task, sleep, task, workflow
+from flytekit import LaunchPlan, conditional, eager, map_task, sleep, task, workflow
 
 
 @task
@@ -48,3 +49,8 @@ one_plan = LaunchPlan.get_or_create(one, name="one_plan")
 @workflow
 def map_over_plan(xs: list[int] = [1, 2]) -> list[int]:  # noqa: B006 - flytekit's default
     return map_task(one_plan)(x=xs)
+
+
+@workflow
+def on_none(v: Optional[int] = None) -> int:  # noqa: UP045 - read by flytekit
+    return conditional("none").if_(v.is_none()).then(inc(x=1)).else_().then(inc(x=2))
