@@ -113,3 +113,32 @@ def test_kill_9_mid_flyte_dynamic_resumes_its_built_workflow(tmp_path: Path) -> 
     for node in done_at_kill:
         x = int(node.removeprefix("n0.dn"))
         assert events.count(f"start-{x}") == 1, f"{node} had succeeded and ran again"
+
+
+def test_kill_9_mid_flyte_branch_resumes_the_chosen_case(tmp_path: Path) -> None:
+    db, work, go = tmp_path / "s.db", tmp_path / "work", tmp_path / "work" / "history"
+    work.mkdir()
+    branches = FLOWS_ROOT / "flyteflows" / "branches.py"
+    run = _sluice(["run", f"{branches}:napping", "-i", "seconds=3"], db, work)
+    try:
+        wait(lambda: go.exists() and history(work).count("nap-start") == 2, timeout=180)
+        kill_9(run)  # the chosen case's nap is running
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert _execution(db)[0] == "RUNNING"
+    engine = _sluice(["engine"], db, work)
+    try:
+        wait(lambda: _execution(db)[0] == "SUCCEEDED", timeout=180)
+    finally:
+        engine.send_signal(signal.SIGTERM)
+        engine.wait(timeout=60)
+    assert engine.returncode == 0, (tmp_path / "engine.err").read_text()
+    assert json.loads(_execution(db)[1]) == {"o0": 3.0}
+    built = query(
+        db,
+        "SELECT phase FROM events WHERE node_id = 'n1:build' AND phase = 'SUCCESS'",
+    )
+    assert len(built) == 1, "the branch chose its case twice"
+    assert history(work).count("nap-start") == 3  # n0 once; the killed case's nap, then again
+    assert history(work).count("nap-end") == 2

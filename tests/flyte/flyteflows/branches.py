@@ -56,3 +56,17 @@ def twice(x: int) -> int:
 def guarded(x: int = 1) -> int:
     positive = conditional("positive").if_(x > 0).then(twice(x=x)).else_().fail("x must be > 0")
     return neg(x=positive)
+
+
+@task
+def nap(seconds: float) -> float:
+    record("nap-start")
+    time.sleep(seconds)
+    record("nap-end")
+    return seconds
+
+
+@workflow
+def napping(seconds: float = 30.0) -> float:
+    first = nap(seconds=0.0)
+    return conditional("long").if_(seconds > first).then(nap(seconds=seconds)).else_().fail("no")
