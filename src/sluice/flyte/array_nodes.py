@@ -37,7 +37,8 @@ def map_task_spec(node: Any, array_template: Any, root: str, file: str, where: s
         raise DefinitionError(f"{here}: only a map over a task is supported, not over a node")
     bound, inner_resolver, inner_args = _map_args(list(array_template.container.args), here)
     as_json = json_format.MessageToDict(array_template)
-    mapped = [n for n in array_template.interface.inputs.variables if n not in bound]
+    # sorted: a protobuf map's order differs between processes, the spec must not
+    mapped = sorted(n for n in array_template.interface.inputs.variables if n not in bound)
     if not mapped:
         raise DefinitionError(f"{here}: every input is bound; a map needs one list input")
     inner = task_spec(
