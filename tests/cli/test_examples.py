@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
         ("http_job.py", 'outputs: {"o0": 20}'),
         ("map_task.py", 'outputs: {"o0": 104}'),
         ("dynamic.py", 'outputs: {"o0": "3 shards, total 10"}'),
+        ("flyte_map.py", 'outputs: {"o0": 415}'),  # flytekit: in the test extra
     ],
 )
 def test_example_runs(tmp_path: Path, script: str, expected: str) -> None:

@@ -73,9 +73,9 @@ class CompoundNodes:
     async def _step_map(self, ex: ExecutionState, node: NodeState) -> None:
         options = c.map_options(node.task)
         inputs = node.record.inputs or {}
-        total = len(inputs[options.item_input])
+        total = options.total(inputs, f"map node {node.id!r}")
         tally = _tally(ex, node)
-        need = c.required_successes(total, options.min_success_ratio)
+        need = options.required(total)
         if tally.failed > total - need:
             why = f"{tally.failed} of {total} items failed; {need} must succeed"
             children = [ex.nodes[i] for i in node.children]

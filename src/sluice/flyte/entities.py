@@ -83,8 +83,10 @@ def serialize(*targets: Any) -> FlyteEntities:
         to_idl = getattr(model, "to_flyte_idl", None)
         if to_idl is not None:
             entities.add(to_idl())
-        if hasattr(entity, "task_function"):
-            entities.roots[entity.name], entities.files[entity.name] = _import_root(entity)
+        # a map_task's module is its mapped task's (what its items import)
+        function_task = getattr(entity, "python_function_task", entity)
+        if hasattr(function_task, "task_function"):
+            entities.roots[entity.name], entities.files[entity.name] = _import_root(function_task)
     return entities
 
 

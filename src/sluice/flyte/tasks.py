@@ -18,8 +18,17 @@ from sluice.flyte.plugin_tasks import PLUGIN_TASK_TYPES, PYTHON_FUNCTION_TYPES
 from sluice.plugins.builtin.flyte_exec import resolver_of
 from sluice.plugins.builtin.flyte_literals import type_spec
 from sluice.spec.canonical import digest
+from sluice.spec.compound import DYNAMIC_TYPE
 from sluice.spec.models import CacheSpec, InputSpec, Interface, TaskMetadata, TaskSpec
 
+DYNAMIC_MARK = "_F_SS_C"
+"""The environment variable flytekit sets on @dynamic and eager tasks only (the serialization
+context their code needs to compile a workflow while it runs)."""
+DYNAMIC_BUILDER = "sluice.flyte.dynamic:built_workflow"
+"""What turns a @dynamic task's DynamicJobSpec into the sluice workflow its node runs; the
+worker imports it by this name (as the python plugin imports a task's function)."""
+MAP_RESOLVER = "flytekit.core.array_node_map_task.ArrayNodeMapTaskResolver"
+"""The resolver of a map_task's own template (flyte/array_nodes.py)."""
 SUPPORTED_TYPES = ("python-task", *PLUGIN_TASK_TYPES)
 """Task types sluice runs today; any other fails at translation, naming the task and type."""
 
@@ -35,6 +44,16 @@ def task_spec(template: Any, source_root: str = "", module_file: str = "") -> Ta
             f"{where}: task type {template.type!r} is not supported by sluice yet "
             f"(supported: {', '.join(SUPPORTED_TYPES)})"
         )
+    if template.metadata.is_eager:
+        raise DefinitionError(
+            f"{where} is a flytekit eager task: it launches its tasks itself, through a Flyte "
+            "backend, while it runs; sluice does not run eager tasks"
+        )
+    if template.HasField("container") and MAP_RESOLVER in template.container.args:
+        raise DefinitionError(
+            f"{where} is a flytekit map_task: sluice runs it as a map node of a workflow; "
+            "call it inside a @workflow"
+        )
     if template.type in PYTHON_FUNCTION_TYPES:
         try:
             resolver_of(list(template.container.args))
@@ -47,7 +66,10 @@ def task_spec(template: Any, source_root: str = "", module_file: str = "") -> Ta
         "module_file": module_file,
     }
     task_type = template.type
-    translate = PLUGIN_TASK_TYPES.get(template.type)
+    if is_dynamic(template):
+        task_type = DYNAMIC_TYPE
+        custom = {**custom, "build_type": template.type, "dynamic_builder": DYNAMIC_BUILDER}
+    translate = PLUGIN_TASK_TYPES.get(template.type) if task_type == template.type else None
     if translate is not None:
         task_type, config = translate(as_json, where)
         custom = {**config, "flyte": custom} if template.type in PYTHON_FUNCTION_TYPES else config
@@ -60,6 +82,13 @@ def task_spec(template: Any, source_root: str = "", module_file: str = "") -> Ta
         custom=custom,
     )
     return draft.model_copy(update={"version": digest(draft.model_dump(mode="json"))[:16]})
+
+
+def is_dynamic(template: Any) -> bool:
+    """Whether a task template is a flytekit @dynamic (or eager) task."""
+    return template.HasField("container") and any(
+        pair.key == DYNAMIC_MARK for pair in template.container.env
+    )
 
 
 def interface(typed: Any, where: str, defaults: dict[str, Any] | None = None) -> Interface:

@@ -50,8 +50,34 @@ class MapOptions(SpecModel):
 
     task: TaskSpec
     item_input: str
+    zipped: tuple[str, ...] = ()
+    """More list inputs taken item by item with `item_input` (Flyte maps every unbound input);
+    they must be as long as it."""
     concurrency: int | None = Field(default=None, ge=1)
     min_success_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+    min_successes: int | None = Field(default=None, ge=0)
+    """How many items must succeed, in place of the ratio (Flyte's `min_successes`)."""
+
+    @property
+    def mapped(self) -> tuple[str, ...]:
+        return (self.item_input, *self.zipped)
+
+    def required(self, total: int) -> int:
+        """How many of `total` items must succeed for the map node to succeed."""
+        if self.min_successes is not None:
+            return min(total, self.min_successes)
+        return required_successes(total, self.min_success_ratio)
+
+    def total(self, inputs: Mapping[str, Any], where: str) -> int:
+        """The number of items; DefinitionError naming a zipped list of another length."""
+        total = len(inputs[self.item_input])
+        for name in self.zipped:
+            if len(inputs[name]) != total:
+                raise DefinitionError(
+                    f"{where}: mapped input {name!r} has {len(inputs[name])} items, "
+                    f"{self.item_input!r} has {total}"
+                )
+        return total
 
 
 class LaunchPlanCall(SpecModel):
@@ -107,17 +133,19 @@ def map_child_spec(
 ) -> NodeSpec:
     """The node of item `index`: the mapped task on that item and the fixed inputs."""
     bound = {
-        name: Binding(kind="constant", value=value[index] if name == options.item_input else value)
+        name: Binding(kind="constant", value=value[index] if name in options.mapped else value)
         for name, value in inputs.items()
     }
     return NodeSpec(id=map_child_id(parent.id, index), task=options.task.key, inputs=bound)
 
 
 def build_task(dynamic: TaskSpec) -> TaskSpec:
-    """The python task that runs a dynamic task's function: same inputs, one JSON output (the
-    workflow it built)."""
+    """The task that runs a dynamic task's function: same inputs, one JSON output (the
+    workflow it built); a python task, or the type `custom.build_type` names (a flytekit
+    @dynamic task's `python-task`, run by the flyte plugin)."""
     interface = Interface(inputs=dynamic.interface.inputs, outputs={BUILD_OUTPUT: JSON})
-    return dynamic.model_copy(update={"type": "python", "interface": interface})
+    build_type = str(dynamic.custom.get("build_type", "python"))
+    return dynamic.model_copy(update={"type": build_type, "interface": interface})
 
 
 def build_child_spec(parent: NodeSpec, dynamic: TaskSpec, inputs: dict[str, Any]) -> NodeSpec:

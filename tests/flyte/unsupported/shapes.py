@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Optional
 
-from flytekit import conditional, map_task, task, workflow
+from flytekit import LaunchPlan, conditional, eager, map_task, sleep, task, workflow
 
 
 @task
@@ -24,10 +26,31 @@ def takes_a_dataclass(point: Point) -> int:
 
 
 @workflow
-def branching(x: int = 1) -> int:
-    return conditional("sign").if_(x > 0).then(inc(x=x)).else_().then(inc(x=0))
+def gated(x: int = 1) -> int:
+    waited = sleep(timedelta(seconds=1))
+    done = inc(x=x)
+    waited >> done
+    return done
+
+
+@eager
+async def eagerly(x: int) -> int:
+    return await inc(x=x)
 
 
 @workflow
-def mapping(xs: list[int] = [1, 2]) -> list[int]:  # noqa: B006 - flytekit's default
-    return map_task(inc)(x=xs)
+def one(x: int) -> int:
+    return inc(x=x)
+
+
+one_plan = LaunchPlan.get_or_create(one, name="one_plan")
+
+
+@workflow
+def map_over_plan(xs: list[int] = [1, 2]) -> list[int]:  # noqa: B006 - flytekit's default
+    return map_task(one_plan)(x=xs)
+
+
+@workflow
+def on_none(v: Optional[int] = None) -> int:  # noqa: UP045 - read by flytekit
+    return conditional("none").if_(v.is_none()).then(inc(x=1)).else_().then(inc(x=2))

@@ -70,6 +70,7 @@ class FlytePlugin(PythonPlugin):
             "module_file": custom.get("module_file", ""),
             "work_dir": self._data_dir,
             "inputs": dict(ctx.inputs),
+            "dynamic_builder": custom.get("dynamic_builder", ""),
         }
 
     def failure(self, failure: dict[str, Any], job: Job) -> PhaseInfo:

@@ -7,23 +7,34 @@ written as `inputs.pb`, the task's outputs read back from `outputs.pb`, a failur
 converted with the template's interface at this boundary.
 
 A job is {"id", "runner": "flyte", "template": <TaskTemplate as JSON>, "inputs", "work_dir",
-"source_root", "module_file"}; the answer is {"id", "outputs"} or {"id", "error": {"type",
-"message", "traceback", "recoverable", "user"}}.
+"source_root", "module_file", "dynamic_builder"}; the answer is {"id", "outputs"} or {"id",
+"error": {"type", "message", "traceback", "recoverable", "user"}}.
+
+A @dynamic task's job names a `dynamic_builder` ("module:function", given by the task spec,
+so this layer imports nothing above it): the task runs with flytekit's serialization context
+in the environment, and the DynamicJobSpec flytekit writes is handed to the builder, whose
+sluice workflow (JSON) is the answer's one output, `workflow`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import importlib.util
+import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from sluice.plugins.builtin.flyte_literals import literal_map, to_json
+from sluice.spec.compound import BUILD_OUTPUT
 
 _RESOLVER_FLAG = "--resolver"
+_CONTEXT = "_F_SS_C"  # flytekit's serialization context variable (SERIALIZED_CONTEXT_ENV_VAR)
 
 
 def run_flyte_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -57,17 +68,65 @@ def _execute(template: Any, job: dict[str, Any], root: Path) -> dict[str, Any]:
     # under this attempt's own directory, which is removed once the answer is read.
     previous, tempfile.tempdir = tempfile.tempdir, str(scratch)
     try:
-        _execute_task(
-            inputs=str(inputs),
-            output_prefix=str(out),
-            test=False,
-            raw_output_data_prefix=str(raw),
-            resolver=resolver,
-            resolver_args=args,
-        )
+        with _context_of(template, bool(job.get("dynamic_builder"))):
+            _execute_task(
+                inputs=str(inputs),
+                output_prefix=str(out),
+                test=False,
+                raw_output_data_prefix=str(raw),
+                resolver=resolver,
+                resolver_args=args,
+            )
     finally:
         tempfile.tempdir = previous
+    builder = job.get("dynamic_builder")
+    if builder:
+        return _built(template, out, builder, job)
     return _answer(template, out)
+
+
+@contextlib.contextmanager
+def _context_of(template: Any, dynamic: bool) -> Iterator[None]:
+    """For a @dynamic task, the serialization context flytekit compiles its workflow with
+    (the `_F_SS_C` variable of its container, as in a Flyte pod), for this task only."""
+    value = next((p.value for p in template.container.env if p.key == _CONTEXT), None)
+    if not dynamic or value is None:
+        yield
+        return
+    previous = os.environ.get(_CONTEXT)
+    os.environ[_CONTEXT] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(_CONTEXT, None)
+        else:
+            os.environ[_CONTEXT] = previous
+
+
+def _built(template: Any, out: Path, builder: str, job: dict[str, Any]) -> dict[str, Any]:
+    """A @dynamic task's answer: the sluice workflow of the DynamicJobSpec it wrote (or of
+    the outputs it returned directly), made by `builder` ("module:function"), as the build
+    node's one output."""
+    from flyteidl.core import dynamic_job_pb2, literals_pb2
+
+    futures, outputs = out / "futures.pb", out / "outputs.pb"
+    if not futures.exists() and not outputs.exists():
+        return _answer(template, out)  # error.pb, or nothing written
+    module, _, name = builder.partition(":")
+    build = getattr(importlib.import_module(module), name)
+    spec = (
+        dynamic_job_pb2.DynamicJobSpec.FromString(futures.read_bytes())
+        if futures.exists()
+        else None
+    )
+    values = None if spec is not None else literals_pb2.LiteralMap.FromString(outputs.read_bytes())
+    try:
+        workflow = build(template, spec, values, job.get("source_root", ""))
+    except Exception as exc:  # the translation's DefinitionError, named as such
+        return {"error": {"type": type(exc).__name__, "message": str(exc), "traceback": "",
+                          "recoverable": False}}  # fmt: skip
+    return {"outputs": {BUILD_OUTPUT: workflow}}
 
 
 def resolver_of(args: list[str]) -> tuple[str, list[str]]:
@@ -106,6 +165,14 @@ def _answer(template: Any, out: Path) -> dict[str, Any]:
     if error.exists():
         document = errors_pb2.ErrorDocument.FromString(error.read_bytes())
         return {"error": _error(document.error)}
+    if (out / "futures.pb").exists():  # a @dynamic task not translated as one
+        message = (
+            "the task wrote futures.pb (a DynamicJobSpec): it is a flytekit @dynamic task, "
+            "which sluice runs only when its template carries flytekit's serialization "
+            "context (_F_SS_C), as flytekit 1.16 writes it"
+        )
+        return {"error": {"type": "DynamicTaskError", "message": message, "traceback": "",
+                          "recoverable": False}}  # fmt: skip
     if not outputs.exists():
         return {"error": {"type": "OutputsError", "message": "the task wrote no outputs.pb",
                           "traceback": "", "recoverable": False}}  # fmt: skip
