@@ -41,15 +41,21 @@ from sluice.resources.backends.base import (
     ResourceBackend,
     WakeCallback,
 )
-from sluice.resources.backends.sql import lite, pg_direct, reads, writes
+from sluice.resources.backends.sql import lite, lite_fast, pg_direct, reads, writes
 from sluice.resources.backends.sql.reads import Loaded
-from sluice.resources.models import NamespaceSnapshot, QuotaSource
+from sluice.resources.models import (
+    AllocationResult,
+    AllocationStatus,
+    NamespaceSnapshot,
+    QuotaSource,
+)
 from sluice.store.database import Database
 from sluice.store.direct import SqliteDirect
 from sluice.store.notify import Notifier
 from sluice.store.pgdirect import PgDirect
 
 log = logging.getLogger(__name__)
+_GRANTED = AllocationResult(AllocationStatus.GRANTED)
 
 
 @contextlib.contextmanager
@@ -144,12 +150,17 @@ class SqlBackend(ResourceBackend):
                 if refusal is not None:
                     return refusal
 
-            def work(cur: sqlite3.Cursor) -> lite.Allocated:
+            def work(cur: sqlite3.Cursor) -> lite.Allocated | tuple[NamespaceUsage, ...]:
+                granted = lite_fast.grant(cur, request)
+                if granted is not None:
+                    return granted
                 done = lite.allocate(cur, request)
                 self._publish_direct(cur, [(ns, None) for ns in sorted(done.reclaimed)])
                 return done
 
             done = await direct.write(work)
+        if isinstance(done, tuple):
+            return AllocationOutcome(_GRANTED, None, done)
         return self._outcome(request, done)
 
     async def _allocate_pg(self, request: AllocationRequest) -> AllocationOutcome:
@@ -233,7 +244,7 @@ class SqlBackend(ResourceBackend):
         if direct is not None:
 
             def work(cur: sqlite3.Cursor) -> tuple[NamespaceUsage, ...]:
-                usage = lite.release(cur, token, names, now)
+                usage = lite_fast.release(cur, token, names, now)
                 self._publish_direct(cur, [(u.namespace, u.ready) for u in usage])
                 return usage
 
