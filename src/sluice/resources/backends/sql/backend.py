@@ -168,6 +168,12 @@ class SqlBackend(ResourceBackend):
             refusal = await self._refusal_without_writes(request)
             if refusal is not None:
                 return refusal
+        else:
+            with _unavailable_as_backend_error():
+                async with self._pg().connection() as conn:
+                    granted = await pg_direct.try_grant(conn, request)
+            if granted is not None:
+                return AllocationOutcome(_GRANTED, None, granted)
         with _unavailable_as_backend_error():
             # The server functions lock the namespaces themselves, in one global order.
             async with self._pg().transaction() as conn:
@@ -250,7 +256,12 @@ class SqlBackend(ResourceBackend):
 
             with _unavailable_as_backend_error():
                 return await direct.write(work)
+        origin = self._origin if self._notifier is not None else None
         with _unavailable_as_backend_error():
+            async with self._pg().connection() as conn:
+                freed = await pg_direct.try_release(conn, token, names, WAKE_CHANNEL, origin)
+            if freed is not None:
+                return freed
             async with self._pg().transaction() as conn:
                 usage = await pg_direct.release(conn, token, names, now)
                 await self._notify_pg(conn, [(u.namespace, u.ready) for u in usage])
