@@ -41,9 +41,10 @@ CREATE OR REPLACE FUNCTION sluice_resources_try_grant(
 ) RETURNS integer[] LANGUAGE plpgsql AS $$
 DECLARE
     k integer;
-    q record;
     quota integer;
     total integer;
+    by_project integer;
+    by_domain integer;
     totals integer[] := '{{}}';
 BEGIN
     FOREACH k IN ARRAY p_keys LOOP
@@ -57,25 +58,23 @@ BEGIN
         RETURN NULL;
     END IF;
     FOR i IN 1 .. cardinality(p_names) LOOP
-        SELECT operator_quota, config_quota, plugin_quota, default_quota INTO q
-        FROM resource_quotas WHERE namespace = p_names[i];
-        quota := coalesce(q.operator_quota, q.config_quota, q.plugin_quota, p_defaults[i],
-                          q.default_quota);
-        total := coalesce((SELECT in_use FROM resource_usage
-                           WHERE namespace = p_names[i] AND project = '' AND domain = ''), 0);
-        IF quota IS NULL OR total + p_units[i] > quota THEN
-            RETURN NULL;
-        END IF;
-        IF p_project_caps[i] IS NOT NULL AND p_units[i] + coalesce(
-               (SELECT in_use FROM resource_usage
-                WHERE namespace = p_names[i] AND project = p_project AND domain = ''), 0)
-               > p_project_caps[i] THEN
-            RETURN NULL;
-        END IF;
-        IF p_domain_caps[i] IS NOT NULL AND p_units[i] + coalesce(
-               (SELECT in_use FROM resource_usage
-                WHERE namespace = p_names[i] AND project = p_project AND domain = p_domain), 0)
-               > p_domain_caps[i] THEN
+        SELECT coalesce(q.operator_quota, q.config_quota, q.plugin_quota, p_defaults[i],
+                        q.default_quota),
+               coalesce((SELECT in_use FROM resource_usage
+                         WHERE namespace = p_names[i] AND project = '' AND domain = ''), 0),
+               CASE WHEN p_project_caps[i] IS NOT NULL THEN
+                   coalesce((SELECT in_use FROM resource_usage
+                             WHERE namespace = p_names[i] AND project = p_project
+                               AND domain = ''), 0) END,
+               CASE WHEN p_domain_caps[i] IS NOT NULL THEN
+                   coalesce((SELECT in_use FROM resource_usage
+                             WHERE namespace = p_names[i] AND project = p_project
+                               AND domain = p_domain), 0) END
+        INTO quota, total, by_project, by_domain
+        FROM (SELECT 1) AS one LEFT JOIN resource_quotas AS q ON q.namespace = p_names[i];
+        IF quota IS NULL OR total + p_units[i] > quota
+           OR by_project + p_units[i] > p_project_caps[i]
+           OR by_domain + p_units[i] > p_domain_caps[i] THEN
             RETURN NULL;
         END IF;
         totals := totals || (total + p_units[i]);
@@ -85,15 +84,19 @@ BEGIN
     SELECT c.ns, p_token, p_project, p_domain, p_execution_id, p_node_id, c.units, p_now,
            p_expiry
     FROM unnest(p_names, p_units) AS c(ns, units);
-    FOR i IN 1 .. cardinality(p_names) LOOP
-        PERFORM sluice_resources_count(p_names[i], p_project, p_domain, p_units[i]);
-    END LOOP;
-    INSERT INTO resource_quotas AS r (namespace, default_quota, updated_at)
-    SELECT c.ns, c.quota, p_now FROM unnest(p_names, p_defaults) AS c(ns, quota)
-    WHERE c.quota IS NOT NULL
-    ON CONFLICT (namespace) DO UPDATE
-    SET default_quota = EXCLUDED.default_quota, updated_at = EXCLUDED.updated_at
-    WHERE r.default_quota IS DISTINCT FROM EXCLUDED.default_quota;
+    INSERT INTO resource_usage AS u (namespace, project, domain, in_use)
+    SELECT c.ns, s.project, s.domain, c.units
+    FROM unnest(p_names, p_units) AS c(ns, units),
+         (VALUES ('', ''), (p_project, ''), (p_project, p_domain)) AS s(project, domain)
+    ON CONFLICT (namespace, project, domain) DO UPDATE SET in_use = u.in_use + excluded.in_use;
+    IF EXISTS (SELECT 1 FROM unnest(p_defaults) AS d WHERE d IS NOT NULL) THEN
+        INSERT INTO resource_quotas AS r (namespace, default_quota, updated_at)
+        SELECT c.ns, c.quota, p_now FROM unnest(p_names, p_defaults) AS c(ns, quota)
+        WHERE c.quota IS NOT NULL
+        ON CONFLICT (namespace) DO UPDATE
+        SET default_quota = EXCLUDED.default_quota, updated_at = EXCLUDED.updated_at
+        WHERE r.default_quota IS DISTINCT FROM EXCLUDED.default_quota;
+    END IF;
     RETURN totals;
 END $$
 """,
@@ -110,8 +113,9 @@ CREATE OR REPLACE FUNCTION sluice_resources_try_release(
 ) RETURNS json LANGUAGE plpgsql AS $$
 DECLARE
     k integer;
-    r record;
-    changed text[] := '{{}}';
+    changed text[];
+    totals integer[];
+    spent boolean;
     usage json;
 BEGIN
     FOREACH k IN ARRAY p_keys LOOP
@@ -120,21 +124,37 @@ BEGIN
     IF EXISTS (SELECT 1 FROM resource_waiters WHERE namespace = ANY(p_names)) THEN
         RETURN NULL;
     END IF;
-    FOR r IN DELETE FROM resource_holders WHERE namespace = ANY(p_names) AND token = p_token
-             RETURNING namespace, project, domain, units LOOP
-        PERFORM sluice_resources_count(r.namespace, r.project, r.domain, -r.units);
-        changed := changed || r.namespace::text;
-    END LOOP;
+    WITH gone AS (
+        DELETE FROM resource_holders WHERE namespace = ANY(p_names) AND token = p_token
+        RETURNING namespace, project, domain, units
+    ), counted AS (
+        INSERT INTO resource_usage AS u (namespace, project, domain, in_use)
+        SELECT g.namespace, s.project, s.domain, -g.units
+        FROM gone AS g,
+             LATERAL (VALUES ('', ''), (g.project, ''), (g.project, g.domain))
+                 AS s(project, domain)
+        ON CONFLICT (namespace, project, domain) DO UPDATE
+        SET in_use = u.in_use + excluded.in_use
+        RETURNING u.namespace, u.project, u.domain, u.in_use
+    )
+    SELECT coalesce(array_agg(namespace::text) FILTER (WHERE project = '' AND domain = ''),
+                    '{{}}'),
+           coalesce(array_agg(in_use) FILTER (WHERE project = '' AND domain = ''), '{{}}'),
+           coalesce(bool_or(in_use <= 0), false)
+    INTO changed, totals, spent
+    FROM counted;
     IF cardinality(changed) = 0 THEN
         RETURN '[]'::json;
+    END IF;
+    IF spent THEN
+        DELETE FROM resource_usage WHERE namespace = ANY(changed) AND in_use <= 0;
     END IF;
     DELETE FROM resource_quotas q
     WHERE q.namespace = ANY(changed)
       AND q.operator_quota IS NULL AND q.config_quota IS NULL AND q.plugin_quota IS NULL
       AND NOT EXISTS (SELECT 1 FROM resource_holders h WHERE h.namespace = q.namespace);
-    SELECT json_agg(json_build_array(c.ns, coalesce(u.in_use, 0))) INTO usage
-    FROM unnest(changed) AS c(ns)
-    LEFT JOIN resource_usage u ON u.namespace = c.ns AND u.project = '' AND u.domain = '';
+    SELECT json_agg(json_build_array(c.ns, greatest(c.in_use, 0))) INTO usage
+    FROM unnest(changed, totals) AS c(ns, in_use);
     IF p_origin IS NOT NULL THEN
         PERFORM pg_notify(p_channel, p_prefix || json_build_object(
             'origin', p_origin,
