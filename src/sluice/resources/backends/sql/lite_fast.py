@@ -33,12 +33,15 @@ Cursor = sqlite3.Cursor
 
 # One row per claimed namespace, even without a quota row: the quota sources, whether anyone
 # waits (lapsed or not: a lapsed waiter must be reclaimed by the general path), whether the
-# token holds there or a lease lapsed, and the three counters the caps are judged on.
+# token holds there or a lease lapsed, and the three counters the caps are judged on. Lapsed
+# leases are found through the lease index (few: the sweep reclaims them), not by walking
+# every holder of the namespace, which the planner would otherwise pick.
 _PROBE = (
     "SELECT q.operator_quota, q.config_quota, q.plugin_quota, q.default_quota,"
     " EXISTS (SELECT 1 FROM resource_waiters WHERE namespace = ?1),"
     " EXISTS (SELECT 1 FROM resource_holders WHERE namespace = ?1 AND token = ?2),"
-    " EXISTS (SELECT 1 FROM resource_holders WHERE namespace = ?1 AND lease_expires_at <= ?3),"
+    " EXISTS (SELECT 1 FROM resource_holders INDEXED BY ix_resource_holders_lease"
+    " WHERE lease_expires_at <= ?3 AND namespace = ?1),"
     " (SELECT in_use FROM resource_usage WHERE namespace = ?1 AND project = '' AND domain = ''),"
     " (SELECT in_use FROM resource_usage WHERE namespace = ?1 AND project = ?4 AND domain = ''),"
     " (SELECT in_use FROM resource_usage WHERE namespace = ?1 AND project = ?4 AND domain = ?5)"
