@@ -7,10 +7,14 @@ across processes; on PostgreSQL one pipelined transaction of server-function cal
 take transaction advisory locks on the namespaces involved in one global order
 (`pg_direct.py`, store/pgdirect.py). Sweeps, quota changes and snapshots go through the
 store's SQLAlchemy `Database`. Inside a transaction the admission rule runs in Python on rows
-read in that same transaction. Wake-ups go through the store's Notifier (LISTEN/NOTIFY on
-PostgreSQL, a notification row and a local datagram on SQLite), published inside the
-transaction so no process wakes before the change is visible; they name the waiters that
-would now be granted, so only their processes ask again.
+read in that same transaction. An uncontended allocation or release (nobody waits in its
+namespaces, no lease lapsed there, the claim fits) first takes a fast path that needs no rule
+data structures: three statements in the same SQLite transaction (`lite_fast.py`), one
+autocommit call of a migration-0005 function on PostgreSQL (one round trip, one commit);
+anything else falls through to the general path with nothing written. Wake-ups go through
+the store's Notifier (LISTEN/NOTIFY on PostgreSQL, a notification row and a local datagram on
+SQLite), published inside the transaction so no process wakes before the change is visible;
+they name the waiters that would now be granted, so only their processes ask again.
 
 One shortcut: a waiter asking again on its own (not named ready by a wake-up) is answered
 from a plain read when that read shows it still refused and nothing to change, so that
