@@ -137,3 +137,27 @@ async def test_a_lock_default_is_stored_by_the_fast_path_and_forgotten_on_releas
     assert refused.status is AllocationStatus.EXHAUSTED
     assert general[0] == "allocate" and general.count("allocate") == 1
     assert await manager.describe("ns") == []
+
+
+async def test_a_woken_waiter_goes_straight_to_the_general_path(
+    managers: ManagerFactory, location: Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tried: list[str] = []
+    original = pg_direct.try_grant
+
+    async def spy(conn: Any, request: Any) -> Any:
+        tried.append(request.token)
+        return await original(conn, request)
+
+    monkeypatch.setattr(pg_direct, "try_grant", spy)
+    manager = await managers(config_quotas={"ns": 1})
+    assert (await manager.allocate("a", [claim()], HOLDER)).granted
+    assert not (await manager.allocate("b", [claim()], HOLDER)).granted
+    await manager.release("a", ["ns"])
+
+    assert (await manager.allocate("b", [claim()], HOLDER)).granted
+    assert (await manager.allocate("c", [claim()], HOLDER)).status is AllocationStatus.EXHAUSTED
+
+    # PostgreSQL tries the one-call grant for newcomers only: "b" at its first ask, not at its
+    # second, when it had a waiter entry (the function would only decline).
+    assert tried == ([] if location.name == "sqlite" else ["a", "b", "c"])

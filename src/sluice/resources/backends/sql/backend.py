@@ -172,7 +172,7 @@ class SqlBackend(ResourceBackend):
             refusal = await self._refusal_without_writes(request)
             if refusal is not None:
                 return refusal
-        else:
+        elif not request.waiting:  # a waiter has an entry there: the fast path would decline
             with _unavailable_as_backend_error():
                 async with self._pg().connection() as conn:
                     granted = await pg_direct.try_grant(conn, request)
