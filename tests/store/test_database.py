@@ -229,7 +229,7 @@ async def test_unknown_postgresql_database_is_store_unavailable(pg_database_url:
 
 
 @pytest.mark.postgres
-async def test_postgresql_resource_functions_come_and_go_with_revision_0002(
+async def test_postgresql_resource_functions_come_and_go_with_revisions_0002_and_0005(
     empty_pg_url: str,
 ) -> None:
     from alembic import command
@@ -251,10 +251,13 @@ async def test_postgresql_resource_functions_come_and_go_with_revision_0002(
     try:
         async with store.db.begin() as conn:
             assert "sluice_resources_load" in await conn.run_sync(functions)
+            assert "sluice_resources_try_grant" in await conn.run_sync(functions)
+            await conn.run_sync(move, "0004", False)
+            assert len(await conn.run_sync(functions)) == 7  # 0005's two are gone
             await conn.run_sync(move, "0001", False)
             assert await conn.run_sync(functions) == set()
             await conn.run_sync(move, "head", True)
-            assert len(await conn.run_sync(functions)) == 7
+            assert len(await conn.run_sync(functions)) == 9
     finally:
         await store.close()
 

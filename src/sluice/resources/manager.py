@@ -199,6 +199,7 @@ class QuotaManager:
             self._clock.now(),
             self._lease,
             asked_before=self._wakeups.expects_refusal(token),
+            waiting=self._wakeups.waiting(token),
         )
         await self._settle()
         outcome = await self._backend.allocate(request)

@@ -50,6 +50,10 @@ class WakeUps:
         """Refused before and not named ready since: asking again will likely be refused."""
         return token in self._asking and token not in self._called
 
+    def waiting(self, token: str) -> bool:
+        """Refused before and neither granted nor released since (named ready or not)."""
+        return token in self._asking
+
     def settled(self, token: str) -> None:
         """The token was granted or released: it no longer waits."""
         self._asking.pop(token, None)

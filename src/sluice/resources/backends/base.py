@@ -41,6 +41,10 @@ class AllocationRequest:
     asked_before: bool = False
     """A hint: this process saw the token refused, and no wake-up named it ready since, so
     it most likely waits on. A backend may use it to answer a repeated refusal cheaply."""
+    waiting: bool = False
+    """A hint: this process saw the token refused and has not seen it granted or released
+    since, so it most likely has a waiter entry (woken or not). A backend may use it to skip
+    a fast path meant for claims nobody waits on."""
 
 
 @dataclass(frozen=True)

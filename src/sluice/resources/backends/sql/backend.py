@@ -7,10 +7,14 @@ across processes; on PostgreSQL one pipelined transaction of server-function cal
 take transaction advisory locks on the namespaces involved in one global order
 (`pg_direct.py`, store/pgdirect.py). Sweeps, quota changes and snapshots go through the
 store's SQLAlchemy `Database`. Inside a transaction the admission rule runs in Python on rows
-read in that same transaction. Wake-ups go through the store's Notifier (LISTEN/NOTIFY on
-PostgreSQL, a notification row and a local datagram on SQLite), published inside the
-transaction so no process wakes before the change is visible; they name the waiters that
-would now be granted, so only their processes ask again.
+read in that same transaction. An uncontended allocation or release (nobody waits in its
+namespaces, no lease lapsed there, the claim fits) first takes a fast path that needs no rule
+data structures: three statements in the same SQLite transaction (`lite_fast.py`), one
+autocommit call of a migration-0005 function on PostgreSQL (one round trip, one commit);
+anything else falls through to the general path with nothing written. Wake-ups go through
+the store's Notifier (LISTEN/NOTIFY on PostgreSQL, a notification row and a local datagram on
+SQLite), published inside the transaction so no process wakes before the change is visible;
+they name the waiters that would now be granted, so only their processes ask again.
 
 One shortcut: a waiter asking again on its own (not named ready by a wake-up) is answered
 from a plain read when that read shows it still refused and nothing to change, so that
@@ -41,15 +45,21 @@ from sluice.resources.backends.base import (
     ResourceBackend,
     WakeCallback,
 )
-from sluice.resources.backends.sql import lite, pg_direct, reads, writes
+from sluice.resources.backends.sql import lite, lite_fast, pg_direct, reads, writes
 from sluice.resources.backends.sql.reads import Loaded
-from sluice.resources.models import NamespaceSnapshot, QuotaSource
+from sluice.resources.models import (
+    AllocationResult,
+    AllocationStatus,
+    NamespaceSnapshot,
+    QuotaSource,
+)
 from sluice.store.database import Database
 from sluice.store.direct import SqliteDirect
 from sluice.store.notify import Notifier
 from sluice.store.pgdirect import PgDirect
 
 log = logging.getLogger(__name__)
+_GRANTED = AllocationResult(AllocationStatus.GRANTED)
 
 
 @contextlib.contextmanager
@@ -144,12 +154,17 @@ class SqlBackend(ResourceBackend):
                 if refusal is not None:
                     return refusal
 
-            def work(cur: sqlite3.Cursor) -> lite.Allocated:
+            def work(cur: sqlite3.Cursor) -> lite.Allocated | tuple[NamespaceUsage, ...]:
+                granted = lite_fast.grant(cur, request)
+                if granted is not None:
+                    return granted
                 done = lite.allocate(cur, request)
                 self._publish_direct(cur, [(ns, None) for ns in sorted(done.reclaimed)])
                 return done
 
             done = await direct.write(work)
+        if isinstance(done, tuple):
+            return AllocationOutcome(_GRANTED, None, done)
         return self._outcome(request, done)
 
     async def _allocate_pg(self, request: AllocationRequest) -> AllocationOutcome:
@@ -157,6 +172,12 @@ class SqlBackend(ResourceBackend):
             refusal = await self._refusal_without_writes(request)
             if refusal is not None:
                 return refusal
+        elif not request.waiting:  # a waiter has an entry there: the fast path would decline
+            with _unavailable_as_backend_error():
+                async with self._pg().connection() as conn:
+                    granted = await pg_direct.try_grant(conn, request)
+            if granted is not None:
+                return AllocationOutcome(_GRANTED, None, granted)
         with _unavailable_as_backend_error():
             # The server functions lock the namespaces themselves, in one global order.
             async with self._pg().transaction() as conn:
@@ -233,13 +254,18 @@ class SqlBackend(ResourceBackend):
         if direct is not None:
 
             def work(cur: sqlite3.Cursor) -> tuple[NamespaceUsage, ...]:
-                usage = lite.release(cur, token, names, now)
+                usage = lite_fast.release(cur, token, names, now)
                 self._publish_direct(cur, [(u.namespace, u.ready) for u in usage])
                 return usage
 
             with _unavailable_as_backend_error():
                 return await direct.write(work)
+        origin = self._origin if self._notifier is not None else None
         with _unavailable_as_backend_error():
+            async with self._pg().connection() as conn:
+                freed = await pg_direct.try_release(conn, token, names, WAKE_CHANNEL, origin)
+            if freed is not None:
+                return freed
             async with self._pg().transaction() as conn:
                 usage = await pg_direct.release(conn, token, names, now)
                 await self._notify_pg(conn, [(u.namespace, u.ready) for u in usage])

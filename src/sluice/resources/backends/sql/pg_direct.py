@@ -65,6 +65,11 @@ _STORE_DEFAULT = (
     " updated_at = EXCLUDED.updated_at"
 )
 _NOTIFY = "SELECT pg_notify(%s, %s)"
+_TRY_GRANT = (
+    "SELECT sluice_resources_try_grant(%s::integer[], %s::text[], %s::integer[],"
+    " %s::integer[], %s::integer[], %s::integer[], %s, %s, %s, %s, %s, %s, %s)"
+)
+_TRY_RELEASE = "SELECT sluice_resources_try_release(%s::integer[], %s, %s::text[], %s, %s, %s)"
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,53 @@ async def release(
         waiters_of(answer["waiters"]),
         now,
     )
+
+
+async def try_grant(conn: Conn, request: AllocationRequest) -> tuple[NamespaceUsage, ...] | None:
+    """The uncontended grant of migration 0005, as one autocommit statement (one round trip,
+    one commit): the usage after it, or None (nothing written) for the general path."""
+    claims, holder = request.claims, request.holder
+    caps = [c.constraints for c in claims]
+    cursor = await conn.execute(
+        _TRY_GRANT,
+        (
+            lock_keys(c.namespace for c in claims),
+            [c.namespace for c in claims],
+            [c.units for c in claims],
+            [c.default_quota for c in claims],
+            [None if cap is None else cap.project_scope for cap in caps],
+            [None if cap is None else cap.namespace_scope for cap in caps],
+            request.token,
+            holder.project,
+            holder.domain,
+            holder.execution_id,
+            holder.node_id,
+            request.now,
+            request.now + request.lease,
+        ),
+    )
+    row = await cursor.fetchone()
+    totals = row[0] if row is not None else None
+    if totals is None:
+        return None
+    return tuple(NamespaceUsage(c.namespace, n, 0) for c, n in zip(claims, totals, strict=True))
+
+
+async def try_release(
+    conn: Conn, token: str, names: Sequence[str], channel: str, origin: str | None
+) -> tuple[NamespaceUsage, ...] | None:
+    """The release of migration 0005 where nobody waits, as one autocommit statement that
+    also NOTIFYs (with `origin`; payload {"origin", "wake": [[namespace, null], ...]}, as the
+    general path's): the usage after it, or None (nothing written) for the general path."""
+    pg_channel, prefix = pg_notification(channel, "")
+    cursor = await conn.execute(
+        _TRY_RELEASE, (lock_keys(names), token, list(names), pg_channel, prefix, origin)
+    )
+    row = await cursor.fetchone()
+    freed = row[0] if row is not None else None
+    if freed is None:
+        return None
+    return tuple(NamespaceUsage(ns, in_use, 0) for ns, in_use in sorted(freed))
 
 
 async def notify(conn: Conn, channel: str, payload: str) -> None:
