@@ -89,10 +89,13 @@ class PythonPlugin:
         if isinstance(payload, PhaseInfo):
             return Transition.to(payload)
         previous = ctx.state_reader.get()
-        job = self.pool.submit(
-            self._job_id(ctx), payload, on_start=self._on_start(ctx), on_output=_writer(ctx)
+        self.pool.submit(
+            self._job_id(ctx),
+            payload,
+            on_start=self._on_start(ctx),
+            on_output=_writer(ctx),
+            on_done=ctx.refresh,  # at once, not a loop turn later as a future's callback
         )
-        job.future.add_done_callback(lambda _: ctx.refresh())
         ctx.state_writer.put(_STATE_VERSION, {"instance": self._instance})
         reason = "waiting for a free worker"
         if previous and previous.get("instance") != self._instance:
