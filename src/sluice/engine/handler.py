@@ -41,6 +41,7 @@ from sluice.engine.bindings import check_outputs
 from sluice.engine.cache_gate import NO_CACHE
 from sluice.engine.claims import NO_CLAIMS
 from sluice.engine.context import NodeContext, PendingState
+from sluice.engine.eager import start_eagerly
 from sluice.engine.holdings import NodeHoldings
 from sluice.engine.services import EngineServices, NodeAdmission, NodeCache, NodeClaims
 from sluice.engine.state import ExecutionState, NodeState
@@ -326,11 +327,10 @@ class TaskHandler:
             if limit <= 0:
                 return None
             ctx = self.context(ex, node, plugin.id)
-            future = asyncio.ensure_future(self._handle(plugin, ctx))
+            future = start_eagerly(self._handle(plugin, ctx))  # most end in their first step
             until = self.s.clock.now() + limit
             call = _HandleCall(future, ctx, plugin.id, until, limit, by_task)
             try:
-                await asyncio.sleep(0)  # most handle() calls end in their first step
                 if not future.done():
                     await asyncio.wait({future}, timeout=min(limit, _STEP_BUDGET))
             except asyncio.CancelledError:
@@ -558,10 +558,9 @@ class TaskHandler:
         limit, by_task = self._limit(node, method)
         if limit <= 0:
             raise PluginCallTimeout(method, 0.0, True)
-        future: asyncio.Future[T] = asyncio.ensure_future(call())
+        future: asyncio.Future[T] = start_eagerly(call())
         try:
-            await asyncio.sleep(0)  # most calls end in their first step: no timer for them
-            if future.done():
+            if future.done():  # most calls end in their first step: no timer, no task
                 return future.result()
             done, _ = await asyncio.wait({future}, timeout=limit)
         except asyncio.CancelledError:
