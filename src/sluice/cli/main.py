@@ -7,6 +7,7 @@ them from the table below without importing the store, SQLAlchemy or the engine.
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -204,4 +205,9 @@ def main(argv: list[str] | None = None) -> int:
         cli.main(args=argv, prog_name="sluice", standalone_mode=True)
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    finally:
+        # The command is over (its store and workers closed): the interpreter's final
+        # collection over every object imported (SQLAlchemy, pydantic) took 0.12-0.14 s of
+        # a one-task `sluice run`; frozen objects are left to the process's exit.
+        gc.freeze()
     return 0
