@@ -22,6 +22,8 @@ from sluice.plugins.core.plugin import PluginEntry, PluginProperties
 
 PLUGIN_ID = "python"
 _STATE_VERSION = 1
+_PROPERTIES = PluginProperties(inline_calls=True)
+"""Its calls only hand jobs to the pool or look at them: they never wait."""
 _RUNNING_AFTER = 0.05
 """Seconds a job runs before the engine is woken to report it RUNNING (see _on_start)."""
 
@@ -39,7 +41,7 @@ class PythonPlugin:
 
     @property
     def properties(self) -> PluginProperties:
-        return PluginProperties()
+        return _PROPERTIES
 
     @property
     def pool(self) -> WorkerPool:
