@@ -128,6 +128,9 @@ class LazyGroup(click.Group):
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             module, attribute, _ = COMMANDS[cmd_name]
             command = getattr(importlib.import_module(module), attribute)
+            # What the command imported lives as long as the process: collections during
+            # the command (a run's engine) no longer walk it. 3-5% of a fan-out's CPU.
+            gc.freeze()
             _add_subcommands(cmd_name, command)
             _mark_read_only(cmd_name, command)
             self.add_command(command, cmd_name)
