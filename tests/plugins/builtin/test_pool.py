@@ -166,3 +166,18 @@ async def test_cancelling_a_running_job_kills_its_worker_only(chatty_job: Any) -
         assert answer["outputs"] == {"o0": 2}
     finally:
         await pool.close()
+
+
+async def test_a_failing_done_callback_does_not_stop_the_worker(chatty_job: Any) -> None:
+    pool = WorkerPool(1)
+
+    def broken() -> None:
+        raise RuntimeError("bad callback 7")
+
+    try:
+        first = pool.submit("first", chatty_job("big", text="a"), on_done=broken)
+        second = pool.submit("second", chatty_job("big", text="bc"))
+        assert (await first.future)["outputs"] == {"o0": 1}
+        assert (await asyncio.wait_for(second.future, 30))["outputs"] == {"o0": 2}
+    finally:
+        await pool.close()

@@ -195,6 +195,7 @@ class WorkerPool:
         """A worker answered `job` (answer) or died running it (exit code)."""
         self._running.pop(job.id, None)
         if answer is None:
+            process.release()
             self._processes.discard(process)
             with contextlib.suppress(ValueError):
                 self._idle.remove(process)
@@ -221,7 +222,10 @@ class WorkerPool:
         else:
             job.future.set_result(answer or {})
         if job.on_done is not None:
-            job.on_done()
+            try:
+                job.on_done()
+            except Exception:  # the pool goes on: its worker takes the next job
+                log.exception("the done callback of job %s failed", job.id)
 
     async def close(self) -> None:
         for task in list(self._starting):

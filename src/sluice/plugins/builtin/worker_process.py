@@ -115,6 +115,8 @@ class WorkerProcess:
         self._send(json.dumps({"id": job_id, **payload}).encode() + b"\n")
 
     def _send(self, data: bytes) -> None:
+        if self._job_fd < 0:
+            return
         try:
             written = os.write(self._job_fd, data)
         except BlockingIOError:
@@ -233,16 +235,23 @@ class WorkerProcess:
         with contextlib.suppress(ProcessLookupError):
             self.process.kill()
 
-    async def close(self) -> None:
+    def release(self) -> None:
+        """Kill the worker and close its pipes (what a subprocess of its task still writes
+        on them is dropped). Idempotent."""
         self.kill()
         if self._timer is not None:
             self._timer.cancel()
-        if self._death is not None:
-            self._death.cancel()
         for name in list(self._fds):
             self._closed(name)
-        with contextlib.suppress(OSError):
+        if self._job_fd >= 0:
             self._loop.remove_writer(self._job_fd)
-            os.close(self._job_fd)
+            with contextlib.suppress(OSError):
+                os.close(self._job_fd)
+            self._job_fd = -1
+
+    async def close(self) -> None:
+        self.release()
+        if self._death is not None and self._death is not asyncio.current_task():
+            self._death.cancel()
         with contextlib.suppress(Exception):
             await self.process.wait()
