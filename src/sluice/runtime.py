@@ -158,6 +158,15 @@ class Runtime:
         self.registry = registry
         return registry
 
+    async def warm_up_plugins(self) -> None:
+        """Let loaded plugins start what they start with an engine (the python plugin's first
+        worker process) now, so that it starts while the execution is being written: the
+        engine's start asks again, and a plugin already warm does nothing."""
+        for plugin in self.registry.plugins.values() if self.registry is not None else ():
+            warm_up = getattr(plugin, "warm_up", None)
+            if warm_up is not None:
+                await warm_up()
+
     def _setup_context(self, entry: PluginEntry) -> SetupContext:
         return SetupContext(
             plugin_id=entry.id,

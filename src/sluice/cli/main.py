@@ -7,6 +7,7 @@ them from the table below without importing the store, SQLAlchemy or the engine.
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -127,6 +128,9 @@ class LazyGroup(click.Group):
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             module, attribute, _ = COMMANDS[cmd_name]
             command = getattr(importlib.import_module(module), attribute)
+            # What the command imported lives as long as the process: collections during
+            # the command (a run's engine) no longer walk it. 3-5% of a fan-out's CPU.
+            gc.freeze()
             _add_subcommands(cmd_name, command)
             _mark_read_only(cmd_name, command)
             self.add_command(command, cmd_name)
@@ -204,4 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         cli.main(args=argv, prog_name="sluice", standalone_mode=True)
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    finally:
+        # The command is over (its store and workers closed): the interpreter's final
+        # collection over every object imported (SQLAlchemy, pydantic) took 0.12-0.14 s of
+        # a one-task `sluice run`; frozen objects are left to the process's exit.
+        gc.freeze()
     return 0

@@ -96,7 +96,10 @@ class ExecutionDriver:
         while ex.todo and not ex.record.phase.is_terminal:
             batch = [ex.nodes[node_id] for node_id in ex.todo]
             ex.todo.clear()
-            await asyncio.gather(*(self._evaluate(ex, node) for node in batch))
+            if len(batch) == 1:  # a chain's step: no task to wrap it in
+                await self._evaluate(ex, batch[0])
+            else:
+                await asyncio.gather(*(self._evaluate(ex, node) for node in batch))
             if ex.record.phase is ExecutionPhase.FAILING:
                 await self._stop_all(ex)
                 return

@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 from sluice.engine import lifecycle
 from sluice.engine.bindings import check_outputs
 from sluice.engine.cache_gate import NO_CACHE
+from sluice.engine.calls import start_call
 from sluice.engine.claims import NO_CLAIMS
 from sluice.engine.context import NodeContext, PendingState
 from sluice.engine.holdings import NodeHoldings
@@ -326,11 +327,11 @@ class TaskHandler:
             if limit <= 0:
                 return None
             ctx = self.context(ex, node, plugin.id)
-            future = asyncio.ensure_future(self._handle(plugin, ctx))
+            inline = plugin.properties.inline_calls
+            future = await start_call(self._handle(plugin, ctx), inline)
             until = self.s.clock.now() + limit
             call = _HandleCall(future, ctx, plugin.id, until, limit, by_task)
             try:
-                await asyncio.sleep(0)  # most handle() calls end in their first step
                 if not future.done():
                     await asyncio.wait({future}, timeout=min(limit, _STEP_BUDGET))
             except asyncio.CancelledError:
@@ -542,7 +543,8 @@ class TaskHandler:
         try:
             plugin = self.plugin_for(ex, node)
             ctx = self.context(ex, node, plugin.id)
-            await self._bounded(node, method, lambda: getattr(plugin, method)(ctx))
+            call = getattr(plugin, method)
+            await self._bounded(node, method, lambda: call(ctx), plugin.properties.inline_calls)
         except PluginNotFoundError:
             return
         except PluginCallTimeout as exc:
@@ -550,7 +552,9 @@ class TaskHandler:
         except Exception:
             log.warning("plugin %s of %s/%s failed", method, ex.id, node.id, exc_info=True)
 
-    async def _bounded(self, node: NodeState, method: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def _bounded(
+        self, node: NodeState, method: str, call: Callable[[], Awaitable[T]], inline: bool = False
+    ) -> T:
         """Run one plugin call within engine.plugin_call_timeout and, while the task's deadline
         is ahead, within the time left to it (a cleanup call after the deadline gets the cap).
         An overrun is cancelled and raises PluginCallTimeout; a call that swallows its
@@ -558,10 +562,9 @@ class TaskHandler:
         limit, by_task = self._limit(node, method)
         if limit <= 0:
             raise PluginCallTimeout(method, 0.0, True)
-        future: asyncio.Future[T] = asyncio.ensure_future(call())
+        future: asyncio.Future[T] = await start_call(call(), inline)
         try:
-            await asyncio.sleep(0)  # most calls end in their first step: no timer for them
-            if future.done():
+            if future.done():  # most calls end in their first step: no timer for them
                 return future.result()
             done, _ = await asyncio.wait({future}, timeout=limit)
         except asyncio.CancelledError:

@@ -208,6 +208,7 @@ class Sluice:
         self._may_write(self.settings.project)
         runtime = self.runtime
         await runtime.check_launch(request.target, request.values, request.options)
+        await runtime.warm_up_plugins()  # workers start while the execution is written
         await prepare_launch_plan(runtime, request.target)
         record = await runtime.launch(request.target, request.values, options=request.options)
         async with drive_here(runtime, record) as local:

@@ -22,8 +22,10 @@ from sluice.plugins.core.plugin import PluginEntry, PluginProperties
 
 PLUGIN_ID = "python"
 _STATE_VERSION = 1
+_PROPERTIES = PluginProperties(inline_calls=True)
+"""Its calls only hand jobs to the pool or look at them: they never wait."""
 _RUNNING_AFTER = 0.05
-"""Seconds a job runs before the engine is woken to report it RUNNING (see _on_start)."""
+"""Seconds a job runs before the engine is woken to report it RUNNING (see _JobWatch)."""
 
 
 class PythonPlugin:
@@ -39,7 +41,7 @@ class PythonPlugin:
 
     @property
     def properties(self) -> PluginProperties:
-        return PluginProperties()
+        return _PROPERTIES
 
     @property
     def pool(self) -> WorkerPool:
@@ -68,7 +70,10 @@ class PythonPlugin:
         return Transition.to(outcome.passing(_running(job)) if job.started else outcome)
 
     def pool_job(self, ctx: TaskExecutionContext) -> Job | None:
-        return None if self._pool is None else self._pool.get(self._job_id(ctx))
+        return self.pool_job_by_id(self._job_id(ctx))
+
+    def pool_job_by_id(self, job_id: str) -> Job | None:
+        return None if self._pool is None else self._pool.get(job_id)
 
     def payload(self, ctx: TaskExecutionContext) -> dict[str, Any] | PhaseInfo:
         """The worker's job for this task, or the failure that stops it from being one."""
@@ -89,32 +94,19 @@ class PythonPlugin:
         if isinstance(payload, PhaseInfo):
             return Transition.to(payload)
         previous = ctx.state_reader.get()
-        job = self.pool.submit(
-            self._job_id(ctx), payload, on_start=self._on_start(ctx), on_output=_writer(ctx)
+        watch = _JobWatch(self, self._job_id(ctx), ctx.refresh)
+        self.pool.submit(
+            self._job_id(ctx),
+            payload,
+            on_start=watch.started,
+            on_output=_writer(ctx),
+            on_done=watch.done,
         )
-        job.future.add_done_callback(lambda _: ctx.refresh())
         ctx.state_writer.put(_STATE_VERSION, {"instance": self._instance})
         reason = "waiting for a free worker"
         if previous and previous.get("instance") != self._instance:
             reason = "submitted again: the engine that ran it is gone"
         return Transition.to(PhaseInfo.queued(0, reason))
-
-    def _on_start(self, ctx: TaskExecutionContext) -> Callable[[], None]:
-        """Called when a worker takes the job: the engine is asked to look at the task again
-        (and report it RUNNING) only if the job is still running a moment later. A job done
-        sooner reports the RUNNING it passed through, at its start time, with its outcome: one
-        engine step per short task instead of two."""
-        job_id = self._job_id(ctx)
-
-        def still_running() -> None:
-            job = None if self._pool is None else self._pool.get(job_id)
-            if job is not None and not job.future.done():
-                ctx.refresh()
-
-        def on_start() -> None:
-            asyncio.get_running_loop().call_later(_RUNNING_AFTER, still_running)
-
-        return on_start
 
     def _outcome(self, ctx: TaskExecutionContext, job: Job) -> PhaseInfo:
         future = job.future
@@ -157,6 +149,33 @@ class PythonPlugin:
     async def close(self) -> None:
         if self._pool is not None:
             await self._pool.close()
+
+
+class _JobWatch:
+    """When the engine looks at a job again. At its end: at once (in the pool's callback that
+    read the answer, not a loop turn later). At its start: only if it still runs a moment
+    later, to report it RUNNING; a job done sooner reports the RUNNING it passed through, at
+    its start time, with its outcome (one engine step per short task instead of two), and its
+    timer is cancelled, so that it wakes nobody."""
+
+    def __init__(self, plugin: PythonPlugin, job_id: str, refresh: Callable[[], None]) -> None:
+        self._plugin, self._job_id, self._refresh = plugin, job_id, refresh
+        self._timer: asyncio.TimerHandle | None = None
+
+    def started(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(_RUNNING_AFTER, self._still_running)
+
+    def _still_running(self) -> None:
+        self._timer = None
+        job = self._plugin.pool_job_by_id(self._job_id)
+        if job is not None and not job.future.done():
+            self._refresh()
+
+    def done(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._refresh()
 
 
 def _running(job: Job) -> PhaseInfo:

@@ -3,7 +3,8 @@ PARENTPID MARKER`. Reads one JSON job per line, runs the task, writes one JSON a
 
 Its stdout and stderr are pipes the pool reads as the job's log. They are line-buffered, so a
 task's lines reach its log (and `sluice run`) as they are printed; after each job every buffer
-(Python's and C's stdio) is flushed and MARKER is written on both before the answer.
+(Python's and C's stdio) is flushed and MARKER is written, before the answer, on each of the
+two pipes the pool has not drained yet (FIONREAD); the answer's "markers" names them.
 
 A job is {"id", "module", "file", "qualname", "inputs"} (or a flytekit task: see
 flyte_exec); an answer is {"id", "outputs"} or
@@ -13,13 +14,16 @@ dies with its parent (PR_SET_PDEATHSIG on Linux), so a SIGKILLed engine leaves n
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
+import fcntl
 import functools
 import json
 import os
 import signal
 import sys
+import termios
 import traceback
 from typing import Any
 
@@ -71,17 +75,33 @@ def _libc() -> Any:
     return ctypes.CDLL(None)
 
 
-def _end_output(marker: bytes) -> None:
-    """Flush everything the job printed, then mark its end on both streams."""
+def _unread(fd: int) -> int:
+    """Bytes written on this pipe that the pool has not read yet (all of them: unknown)."""
+    count = array.array("i", [0])
+    try:
+        fcntl.ioctl(fd, termios.FIONREAD, count, True)
+    except OSError:
+        return 1
+    return count[0]
+
+
+def _end_output(marker: bytes) -> list[str]:
+    """Flush everything the job printed, then mark its end on each output pipe the pool has
+    not drained yet; returns those streams' names. A drained pipe needs no marker: the pool
+    handles what it reads in the callback that reads it, so all of it reached the job."""
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         with contextlib.suppress(Exception):
             stream.flush()  # type: ignore[union-attr]
     with contextlib.suppress(Exception):
         _libc().fflush(None)  # C code's stdio buffers
     line = marker + b"\n"
-    for fd in (1, 2):
-        with contextlib.suppress(OSError):
-            os.write(fd, line)
+    marked = []
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if _unread(fd):
+            with contextlib.suppress(OSError):
+                os.write(fd, line)
+                marked.append(name)
+    return marked
 
 
 def main(argv: list[str]) -> None:
@@ -96,7 +116,7 @@ def main(argv: list[str]) -> None:
     with os.fdopen(job_fd, "rb") as jobs, os.fdopen(result_fd, "wb", buffering=0) as results:
         for line in jobs:
             answer = run_job(json.loads(line))
-            _end_output(marker)
+            answer["markers"] = _end_output(marker)
             results.write(json.dumps(answer).encode() + b"\n")
 
 

@@ -18,6 +18,10 @@ class PluginProperties:
     """The engine skips cache lookups, puts and reservations for this plugin's tasks."""
     generated_name_max_length: int | None = None
     """Longest generated name the plugin's external system accepts; at least 8."""
+    inline_calls: bool = False
+    """handle, abort and finalize return at once (they await nothing slow): the engine awaits
+    them in the reconcile's own task, with no task, loop turn or timer per call. Their time
+    bound is then not enforced: only for plugins whose calls only hand work elsewhere."""
 
 
 @runtime_checkable
