@@ -17,7 +17,8 @@ import pytest
 
 from sluice.clock import FakeClock
 from sluice.config import EngineConfig
-from sluice.engine.handler import PluginCallTimeout, TaskHandler
+from sluice.engine.calls import PluginCallTimeout
+from sluice.engine.handler import TaskHandler
 from sluice.plugins.core.phase import ErrorKind, ExecutionError, Phase, PhaseInfo
 from sluice.spec.models import TaskMetadata, TaskSpec
 from sluice.spec.phases import NodePhase
@@ -320,7 +321,7 @@ async def test_an_overrunning_call_is_cancelled_and_reported() -> None:
         False,
     )
     assert cancelled.is_set()
-    assert handler._abandoned == set()
+    assert handler.calls.abandoned == set()
 
 
 async def test_an_overrun_failing_on_cancel_still_reports_the_timeout() -> None:
@@ -349,13 +350,13 @@ async def test_a_call_swallowing_its_cancellation_is_abandoned_not_awaited() -> 
         with pytest.raises(PluginCallTimeout):
             # A bound on liveness, not a timing assertion: _bounded must give up on the call.
             await asyncio.wait_for(handler._bounded(make_node(), "handle", stubborn), 10)
-        [future] = handler._abandoned
+        [future] = handler.calls.abandoned
         assert not future.done()
     finally:
         let_go.set()  # the stubborn call ends, whatever happened above
     await asyncio.wait({future}, timeout=10)
     await asyncio.sleep(0)
-    assert handler._abandoned == set()
+    assert handler.calls.abandoned == set()
 
 
 # finalize and abort

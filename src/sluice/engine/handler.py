@@ -34,12 +34,12 @@ import logging
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sluice.engine import lifecycle
 from sluice.engine.bindings import check_outputs
 from sluice.engine.cache_gate import NO_CACHE
-from sluice.engine.calls import start_call
+from sluice.engine.calls import PluginCalls, PluginCallTimeout, start_call
 from sluice.engine.claims import NO_CLAIMS
 from sluice.engine.context import NodeContext, PendingState
 from sluice.engine.holdings import NodeHoldings
@@ -56,9 +56,6 @@ from sluice.store.records import EventRecord
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_CANCEL_GRACE = 0.5
-"""Seconds a cancelled plugin call gets to end before it is abandoned (it swallowed the
-cancellation): the engine goes on without it."""
 _REVERIFY_RETRY = 1.0
 """Seconds before a node whose stores could not be asked is re-verified again."""
 _STEP_BUDGET = 1.0
@@ -80,17 +77,6 @@ class _HandleCall:
     by_task: bool
 
 
-class PluginCallTimeout(Exception):
-    """A plugin call overran its bound and was cancelled."""
-
-    def __init__(self, method: str, seconds: float, by_task_timeout: bool) -> None:
-        self.method = method
-        self.seconds = seconds
-        self.by_task_timeout = by_task_timeout
-        bound = "the task's timeout" if by_task_timeout else "engine.plugin_call_timeout"
-        super().__init__(f"{method}() did not return within {seconds:.3g}s ({bound}); cancelled")
-
-
 class TaskHandler:
     def __init__(
         self,
@@ -103,7 +89,7 @@ class TaskHandler:
         self.scheduling = scheduling
         self.cache = cache
         self.claims = claims
-        self._abandoned: set[asyncio.Future[Any]] = set()
+        self.calls = PluginCalls()
         self._handles: dict[tuple[str, str], _HandleCall] = {}
         """handle() calls still running in the background, by (execution id, node id)."""
 
@@ -358,7 +344,7 @@ class TaskHandler:
         """The outcome of a handle() call that returned, raised or overran its bound."""
         future, plugin_id = call.future, call.plugin_id
         if not future.done():
-            self._abandon(future, "handle")
+            self.calls.abandon(future, "handle")
             exc = PluginCallTimeout("handle", call.limit, call.by_task)
             log.warning("plugin %s on %s/%s: %s", plugin_id, ex.id, node.id, exc)
             if call.by_task:
@@ -391,27 +377,7 @@ class TaskHandler:
         """Cancel a handle() call still running in the background: the attempt is over."""
         call = self._handles.pop((ex.id, node.id), None)
         if call is not None:
-            self._abandon(call.future, "handle")
-
-    def _abandon(self, future: asyncio.Future[Any], method: str) -> None:
-        """Cancel a plugin call and stop waiting for it; one that swallows its cancellation
-        is kept referenced (and logged) until it ends on its own."""
-        future.cancel()
-        if future.done():
-            return
-        self._abandoned.add(future)
-        future.add_done_callback(self._abandoned.discard)
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())
-
-        def report() -> None:  # a cancelled task ends at its next step: judge after the grace
-            if not future.done():
-                log.error(
-                    "plugin %s() did not end within %ss of its cancellation; abandoned",
-                    method,
-                    _CANCEL_GRACE,
-                )
-
-        asyncio.get_running_loop().call_later(_CANCEL_GRACE, report)
+            self.calls.abandon(call.future, "handle")
 
     def _take_outputs(
         self, node: NodeState, written: dict[str, object] | None, info: PhaseInfo
@@ -555,31 +521,9 @@ class TaskHandler:
     async def _bounded(
         self, node: NodeState, method: str, call: Callable[[], Awaitable[T]], inline: bool = False
     ) -> T:
-        """Run one plugin call within engine.plugin_call_timeout and, while the task's deadline
-        is ahead, within the time left to it (a cleanup call after the deadline gets the cap).
-        An overrun is cancelled and raises PluginCallTimeout; a call that swallows its
-        cancellation is abandoned, never awaited further."""
+        """Run one plugin call within its bound (`_limit`): see engine/calls.py."""
         limit, by_task = self._limit(node, method)
-        if limit <= 0:
-            raise PluginCallTimeout(method, 0.0, True)
-        future: asyncio.Future[T] = await start_call(call(), inline)
-        try:
-            if future.done():  # most calls end in their first step: no timer for them
-                return future.result()
-            done, _ = await asyncio.wait({future}, timeout=limit)
-        except asyncio.CancelledError:
-            future.cancel()
-            raise
-        if future in done:
-            return future.result()
-        future.cancel()
-        done, _ = await asyncio.wait({future}, timeout=_CANCEL_GRACE)
-        if future in done:
-            if not future.cancelled():
-                future.exception()  # retrieved: the timeout is what gets reported
-        else:
-            self._abandon(future, method)
-        raise PluginCallTimeout(method, limit, by_task)
+        return await self.calls.bounded(call, method, limit, by_task, inline)
 
     def _limit(self, node: NodeState, method: str) -> tuple[float, bool]:
         """(seconds, cut by the task's deadline) allowed to one call: the cap, or the time left
