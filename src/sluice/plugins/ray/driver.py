@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 from urllib.parse import urlsplit
 
+from sluice.plugins.ray.cluster import LOOPBACK_ENV
 from sluice.plugins.ray.jobs import RayClusterError
 
 CALL_TIMEOUT = 60.0
@@ -90,6 +92,13 @@ class RayDriver:
 
 def _init(address: str) -> bool:
     """Connect this process to `address` (host:port of the GCS); False if it already was."""
+    host = urlsplit(f"//{address}").hostname or ""
+    if host in LOOPBACK_HOSTS:
+        # Keep this driver's traffic on loopback: without these Ray swaps 127.0.0.1 for the
+        # host's external address (cluster.LOOPBACK_ENV, what the local nodes run with). Ray
+        # reads them when it is first imported: set before.
+        for name, value in LOOPBACK_ENV.items():
+            os.environ.setdefault(name, value)
     import ray
 
     from sluice.plugins.ray.host import NAMESPACE
@@ -101,10 +110,9 @@ def _init(address: str) -> bool:
                 f"this process is already connected to the Ray cluster at {current}, not {address}"
             )
         return False
-    host = urlsplit(f"//{address}").hostname or ""
     options: dict[str, Any] = {"namespace": NAMESPACE, "log_to_driver": False}
     if host in LOOPBACK_HOSTS:
-        options["_node_ip_address"] = "127.0.0.1"  # keep this driver's traffic on loopback
+        options["_node_ip_address"] = "127.0.0.1"
     ray.init(address=address, logging_level=logging.WARNING, **options)
     return True
 
