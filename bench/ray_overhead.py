@@ -10,10 +10,16 @@ jobs the cluster saw for it (N: one submission each), each task's time in its sl
 (wall time x at-once / N) over a bare `ray.get`, and a bare fan-out of N `ray.get`s.
 --quick: 2 rounds and a fan-out of 20.
 
+--mode task (or both, the default): the fan-out of N through one engine in the plugin's task
+mode (`RayJobConfig(mode="task")`: Ray tasks owned by the task host actor, no job each), no
+quota, alternating with a bare fan-out of N `ray.get`s, --rounds times: medians, tasks/s and
+the per-task overhead ((sluice - bare) / N). --mode job skips it; --mode task skips the rest.
+
 Prints one JSON line: median seconds of each and the differences. Starts a local 2-CPU Ray
 cluster on 127.0.0.1 unless --address names a dashboard (then --gcs names its GCS address).
 
     python bench/ray_overhead.py [--rounds 5] [--fanout 200 --at-once 4] [--quick]
+                                 [--mode job|task|both]
                                  [--address http://127.0.0.1:8265 --gcs 127.0.0.1:6379]
 """
 
@@ -48,6 +54,20 @@ def add_one(x: int) -> int:
 )
 def add_one_bounded(x: int) -> int:
     return x + 1
+
+
+@sluice.task(type="ray", custom=RayJobConfig(mode="task"), name="bench.add_one_task")
+def add_one_task(x: int) -> int:
+    return x + 1
+
+
+def task_fanout(n: int) -> sluice.WorkflowDef:  # type: ignore[type-arg]
+    @sluice.workflow(name=f"bench.ray_task_fanout{n}")
+    def wf() -> None:
+        for i in range(n):
+            add_one_task(x=i)
+
+    return wf
 
 
 def fanout(n: int) -> sluice.WorkflowDef:  # type: ignore[type-arg]
@@ -133,8 +153,49 @@ async def fanout_round(
     }
 
 
+async def task_fanout_round(runtime: Any, n: int) -> float:
+    started = time.perf_counter()
+    record = await runtime.launch(task_fanout(n), {})
+    engine = await runtime.engine(only=[record.id])
+    await engine.start()
+    try:
+        await engine.wait(record.id)
+    finally:
+        await engine.stop()
+    elapsed = time.perf_counter() - started
+    async with runtime.store.read() as repos:
+        final = await repos.executions.get(record.id)
+    assert final is not None and final.phase.value == "SUCCEEDED", final
+    return elapsed
+
+
+async def task_mode(runtime: Any, remote: Any, rounds: int, n: int) -> dict[str, Any]:
+    """Alternating rounds of the task-mode fan-out and a bare one."""
+    await task_fanout_round(runtime, min(n, 4))  # connect, create the task host, warm workers
+    sluice_s: list[float] = []
+    bare_s: list[float] = []
+    for _ in range(rounds):
+        sluice_s.append(await task_fanout_round(runtime, n))
+        bare_s.append(bare_fanout(remote, n))
+    sluice_m, bare_m = statistics.median(sluice_s), statistics.median(bare_s)
+    return {
+        "task_mode_fanout_tasks": n,
+        "task_mode_rounds": rounds,
+        "task_mode_fanout_s": round(sluice_m, 2),
+        "task_mode_tasks_per_s": round(n / sluice_m, 1),
+        "task_mode_bare_fanout_s": round(bare_m, 3),
+        "task_mode_bare_tasks_per_s": round(n / bare_m, 1),
+        "task_mode_overhead_per_task_ms": round(1000 * (sluice_m - bare_m) / n, 1),
+    }
+
+
 async def measure(
-    address: str, gcs: str, rounds: int, fan: int = 0, at_once: int = 4
+    address: str,
+    gcs: str,
+    rounds: int,
+    fan: int = 0,
+    at_once: int = 4,
+    mode: str = "both",
 ) -> dict[str, Any]:
     import ray
     from ray.job_submission import JobSubmissionClient
@@ -147,23 +208,27 @@ async def measure(
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_config(
             database_url=f"sqlite:///{Path(tmp) / 'bench.db'}",
-            plugins={"config": {"ray": {"address": address}}},
+            plugins={"config": {"ray": {"address": address, "gcs_address": gcs}}},
             resources={"quotas": {"ray:bench": at_once}},
         )
         runtime = await Runtime.open(settings)
         times: dict[str, list[float]] = {"sluice": [], "bare_job": [], "bare_get": []}
         try:
             bare_get_round(remote)  # warm a worker for the function
-            for _ in range(rounds):
+            for _ in range(rounds if mode != "task" else 0):
                 times["sluice"].append(await sluice_round(runtime))
                 times["bare_job"].append(bare_job_round(client))
                 times["bare_get"].append(bare_get_round(remote))
-            extra = await fanout_round(runtime, client, remote, fan, at_once) if fan else {}
+            extra = {}
+            if fan and mode != "task":
+                extra = await fanout_round(runtime, client, remote, fan, at_once)
+            if fan and mode != "job":
+                extra |= await task_mode(runtime, remote, rounds, fan)
         finally:
             await runtime.close()
             ray.shutdown()
-    figures = summary(times, rounds) | extra
-    if extra:
+    figures = (summary(times, rounds) if mode != "task" else {}) | extra
+    if "fanout_task_in_slot_s" in extra:
         over = extra["fanout_task_in_slot_s"] - figures["bare_ray_get_ms"] / 1000
         figures["fanout_task_over_bare_get_s"] = round(over, 3)
     return figures
@@ -189,12 +254,15 @@ def main() -> None:
     parser.add_argument("--at-once", type=int, default=4, help="jobs on the cluster at a time")
     parser.add_argument("--address", help="a cluster's dashboard URL (default: start one)")
     parser.add_argument("--gcs", help="that cluster's GCS address, host:port")
+    parser.add_argument("--mode", choices=("job", "task", "both"), default="both")
     parser.add_argument("--quick", action="store_true", help="2 rounds, a fan-out of 20")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.fanout = 2, args.fanout or 20
     if args.address:
-        out = asyncio.run(measure(args.address, args.gcs, args.rounds, args.fanout, args.at_once))
+        out = asyncio.run(
+            measure(args.address, args.gcs, args.rounds, args.fanout, args.at_once, args.mode)
+        )
     else:
         from sluice.plugins.ray.cluster import LOOPBACK_ENV, LocalRayCluster
 
@@ -205,7 +273,12 @@ def main() -> None:
             asyncio.run(cluster.wait_ready(180))
             out = asyncio.run(
                 measure(
-                    cluster.address, cluster.gcs_address, args.rounds, args.fanout, args.at_once
+                    cluster.address,
+                    cluster.gcs_address,
+                    args.rounds,
+                    args.fanout,
+                    args.at_once,
+                    args.mode,
                 )
             )
         finally:

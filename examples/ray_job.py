@@ -1,8 +1,10 @@
-"""Ray tasks: each `type="ray"` task runs as a Ray job, and may use Ray inside (ray.remote).
+"""Ray tasks: each `type="ray"` task runs as a Ray job, and may use Ray inside (ray.remote);
+short tasks run cheaply as Ray tasks with `RayJobConfig(mode="task")` (no job each).
 
     pip install 'sluice[ray]'
     python examples/ray_job.py                   # a local Ray cluster, started and stopped here
     sluice run examples/ray_job.py:estimate_pi   # the same, through the CLI
+    sluice run examples/ray_job.py:squares       # 20 short tasks in task mode
 
 With `plugins.config.ray.address = "http://HEAD:8265"` (or `RayJobConfig(address=...)`) the
 jobs go to that cluster instead; sluice must be installed there, and this file shipped with
@@ -50,5 +52,22 @@ def estimate_pi(points: int = 200_000) -> float:
     return combine(counts=[sample(seed=s, points=points) for s in range(2)], points=points)
 
 
+# Task mode: each call is one Ray task (no driver process per task), owned by the plugin's
+# task host actor on the cluster, so it survives an engine killed meanwhile. Same local
+# cluster shape as LOCAL: the two modes share that cluster.
+QUICK = RayJobConfig(mode="task", head_cpus=2)
+
+
+@sluice.task(type="ray", custom=QUICK, retries=1)
+def square(x: int) -> int:
+    return x * x
+
+
+@sluice.workflow
+def squares() -> float:
+    return combine(counts=[square(x=i) for i in range(20)], points=1)
+
+
 if __name__ == "__main__":
-    raise SystemExit(sluice.main(["run", f"{__file__}:estimate_pi"]))
+    code = sluice.main(["run", f"{__file__}:estimate_pi"])
+    raise SystemExit(code or sluice.main(["run", f"{__file__}:squares"]))

@@ -20,9 +20,14 @@ ROOT = Path(__file__).resolve().parents[2]
         ("map_task.py", 'outputs: {"o0": 104}'),
         ("dynamic.py", 'outputs: {"o0": "3 shards, total 10"}'),
         ("flyte_map.py", 'outputs: {"o0": 415}'),  # flytekit: in the test extra
+        ("ray_job.py", 'outputs: {"o0": 494.0}'),  # its last workflow: task mode
     ],
 )
 def test_example_runs(tmp_path: Path, script: str, expected: str) -> None:
+    if script == "ray_job.py":
+        from support.clusters import require_ray
+
+        require_ray()
     env = {**os.environ, "SLUICE_DATABASE_URL": f"sqlite:///{tmp_path / 's.db'}"}
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / script)],

@@ -24,3 +24,26 @@ def ray_settings(db: Path, address: str, **resources: Any) -> Settings:
         plugins={"config": {"ray": {"address": address}}},
         resources=resources,
     )
+
+
+def ray_task_settings(db: Path, gcs: str, host: str, **resources: Any) -> Settings:
+    """Settings for task-mode tasks: the cluster's GCS and a task host of the test's own."""
+    config = {"gcs_address": gcs, "task_host": host, "task_result_grace": 0}
+    return load_config(
+        database_url=f"sqlite:///{db}",
+        engine={"workers": 1, "resync_interval": 2.0, "backoff_base": 0.05, "backoff_max": 0.2},
+        plugins={"config": {"ray": config}},
+        resources=resources,
+    )
+
+
+async def host_stats(gcs: str, host: str) -> dict[str, int]:
+    """What the task host `host` says of itself: submitted, held, released."""
+    from sluice.plugins.ray.driver import RayDriver
+
+    driver = RayDriver()
+    try:
+        handle = await driver.host(gcs, host)
+        return dict(await driver.call(host, handle.stats.remote()))
+    finally:
+        await driver.close()

@@ -83,3 +83,51 @@ def on_own_cluster(x: int) -> int:
         return 2 * y
 
     return int(ray.get(double.remote(x)))
+
+
+# Task mode: Ray tasks owned by the plugin's task host actor (no job per task).
+TASK = RayJobConfig(mode="task", poll_interval=0.2)
+
+
+@sluice.task(type="ray", custom=TASK)
+def t_square(x: int) -> int:
+    print(f"t-squaring {x}")
+    return x * x
+
+
+@sluice.workflow
+def t_fanout() -> int:
+    return total(values=[t_square(x=i) for i in range(20)])
+
+
+@sluice.task(type="ray", custom=TASK, retries=1)
+def t_broken(x: int) -> int:
+    raise ValueError(f"no square for {x} in task mode")
+
+
+@sluice.task(type="ray", custom=TASK)
+def t_not_a_pair(x: int) -> tuple[int, int]:
+    return x  # type: ignore[return-value]
+
+
+@sluice.task(type="ray", custom=TASK)
+def t_worker_dies(x: int) -> int:
+    os._exit(3)
+
+
+@sluice.task(type="ray", custom=TASK)
+def t_wait_for(path: str, started: str, timeout: float) -> str:
+    """Note this run (a line with its pid in `started`), then run until `path` exists."""
+    with open(started, "a") as runs:
+        runs.write(f"{os.getpid()}\n")
+    deadline = time.monotonic() + timeout
+    while not Path(path).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.1)
+    return Path(path).read_text()
+
+
+@sluice.workflow
+def t_waiting(path: str, started: str) -> str:
+    return t_wait_for(path=path, started=started, timeout=120.0)

@@ -91,3 +91,40 @@ def test_kill_9_while_a_ray_job_runs_submits_once_and_collects_the_result(
     jobs = cluster_jobs(ray_address, str(execution_id))
     assert [j.status for j in jobs] == ["SUCCEEDED"], jobs  # one submission, never two
     assert engine.returncode == 0, (tmp_path / "e.err").read_text()
+
+
+def test_kill_9_while_a_ray_task_runs_in_task_mode_runs_it_once_and_collects_it(
+    ray_cluster: object, tmp_path: Path
+) -> None:
+    import asyncio
+
+    from tests.plugins.ray.helpers import host_stats
+
+    gcs, host = str(ray_cluster.gcs_address), f"crash-{tmp_path.name}"  # type: ignore[attr-defined]
+    db, config = tmp_path / "s.db", tmp_path / "sluice.toml"
+    signal_file, started = tmp_path / "go", tmp_path / "started"
+    config.write_text(f'[plugins.config.ray]\ngcs_address = "{gcs}"\ntask_host = "{host}"\n')
+    env = _env(db, config)
+    inputs = ["--input", f"path={signal_file}", "--input", f"started={started}"]
+    run = _sluice(["run", f"{RAY_FLOWS}:t_waiting", *inputs], env, tmp_path / "r.err")
+    try:
+        _wait(lambda: started.exists() and started.read_text().endswith("\n"))
+        run.send_signal(signal.SIGKILL)  # the Ray task runs: the engine dies
+        run.wait(timeout=10)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert _query(db, "SELECT phase FROM executions") == [("RUNNING",)]
+    signal_file.write_text("done while the engine was dead")
+    engine = _sluice(["engine"], env, tmp_path / "e.err")
+    try:
+        _wait(lambda: _query(db, "SELECT phase FROM executions") == [("SUCCEEDED",)])
+    finally:
+        engine.send_signal(signal.SIGTERM)
+        engine.wait(timeout=60)
+    (outputs,) = _query(db, "SELECT outputs FROM executions")[0]
+    assert json.loads(str(outputs)) == {"o0": "done while the engine was dead"}
+    assert len(started.read_text().splitlines()) == 1  # the function ran once
+    stats = asyncio.run(host_stats(gcs, host))
+    assert stats["submitted"] == 1 and stats["held"] == 0, stats  # one submission, collected
+    assert engine.returncode == 0, (tmp_path / "e.err").read_text()

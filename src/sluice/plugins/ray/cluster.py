@@ -75,7 +75,11 @@ class LocalRayCluster:
         return {**os.environ, **LOOPBACK_ENV, "PATH": path}
 
     def launch(self) -> None:
-        """Start every node's process (returns at once; `wait_ready` waits for the head)."""
+        """Start every node's process (returns at once; `wait_ready` waits for the head).
+        This process's own Ray driver (task mode) must stay on loopback too, and Ray reads
+        its switches once, when first imported: they are set here, before any use of Ray."""
+        for name, value in LOOPBACK_ENV.items():
+            os.environ.setdefault(name, value)
         head = [
             "--head",
             f"--port={self.gcs_port}",

@@ -3,9 +3,16 @@ operator says about the plugin (`RayPluginConfig`, `plugins.config.ray`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sluice.errors import InvalidPluginConfigError
 
@@ -29,9 +36,18 @@ class RayJobConfig(_Model):
     plugin's configured address is used, and without that a local cluster the plugin starts
     (a head of `head_cpus` and the `worker_groups`) and stops when the engine closes, or right
     after this job when `shutdown_after_job` is set.
+
+    `mode="task"` runs the function as a Ray task (no job, no driver process per task) owned
+    by the plugin's detached task host actor on the cluster, through the engine's own
+    connection to the cluster's GCS (`gcs_address`, or the plugin's, or the local cluster's).
     """
 
+    mode: Literal["job", "task"] = "job"
     address: str | None = None
+    gcs_address: str | None = None
+    """`host:port` of an existing cluster's GCS (what `ray.init` is given), for `mode="task"`."""
+    num_cpus: float = Field(default=1.0, ge=0)
+    """CPUs each Ray task claims on the cluster (`mode="task"`)."""
     runtime_env: dict[str, Any] = Field(default_factory=dict)
     """Ray's runtime environment for the job (working_dir, py_modules, pip, env_vars...)."""
     head_cpus: int = Field(default=2, ge=1, le=256)
@@ -55,6 +71,24 @@ class RayJobConfig(_Model):
             raise ValueError(f"must be the dashboard's http(s) URL, got {value!r}")
         return value.rstrip("/") if value else value
 
+    @field_validator("gcs_address")
+    @classmethod
+    def _gcs_address(cls, value: str | None) -> str | None:
+        return _host_port(value)
+
+    @model_validator(mode="after")
+    def _task_mode(self) -> RayJobConfig:
+        if self.mode != "task":
+            return self
+        if self.shutdown_after_job:
+            raise ValueError("mode='task' shares one cluster: shutdown_after_job must be False")
+        if self.entrypoint_num_cpus is not None:
+            raise ValueError("entrypoint_num_cpus is for jobs; mode='task' takes num_cpus")
+        local = [k for k in ("working_dir", "py_modules") if k in self.runtime_env]
+        if local:
+            raise ValueError(f"mode='task' uploads nothing: runtime_env cannot set {local}")
+        return self
+
     def local_shape(self) -> tuple[int, tuple[WorkerGroup, ...]]:
         """What identifies a local cluster jobs can share."""
         return self.head_cpus, self.worker_groups
@@ -65,6 +99,13 @@ class RayPluginConfig(_Model):
 
     address: str | None = None
     """Dashboard URL of the cluster tasks without an address of their own use."""
+    gcs_address: str | None = None
+    """`host:port` of that cluster's GCS, for task-mode tasks (`RayJobConfig.mode="task"`)."""
+    task_host: str = Field(default="sluice-tasks", min_length=1, max_length=100)
+    """Name of the detached actor that owns task-mode tasks on the cluster (namespace
+    `sluice`): one per store or engine group sharing the cluster."""
+    task_result_grace: float = Field(default=300.0, ge=0)
+    """Seconds the task host keeps a finished task's answer after the engine's finalize."""
     start_timeout: float = Field(default=120.0, gt=0)
     """How long a local cluster may take to answer before its tasks fail."""
     flyte_data_dir: str = ".sluice/flyte"
@@ -77,6 +118,20 @@ class RayPluginConfig(_Model):
     @classmethod
     def _dashboard_url(cls, value: str | None) -> str | None:
         return RayJobConfig._dashboard_url(value)
+
+    @field_validator("gcs_address")
+    @classmethod
+    def _gcs_address(cls, value: str | None) -> str | None:
+        return _host_port(value)
+
+
+def _host_port(value: str | None) -> str | None:
+    if value is None:
+        return None
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or "/" in value:
+        raise ValueError(f"must be the GCS's host:port, got {value!r}")
+    return value
 
 
 def parse_job_config(custom: dict[str, Any], task_name: str) -> RayJobConfig:

@@ -19,6 +19,7 @@ from sluice.plugins.ray.config import RayJobConfig, RayPluginConfig, parse_job_c
 from sluice.plugins.ray.jobs import INSTALL_HINT, JobView, RayClusterError, RayJobs
 from sluice.plugins.ray.logs import forward_new_lines, log_tail
 from sluice.plugins.ray.protocol import JOB_ENV, find_answer
+from sluice.plugins.ray.tasks import TaskMode
 from sluice.spec.models import TaskSpec
 
 PLUGIN_ID = "ray"
@@ -43,6 +44,7 @@ class RayPlugin:
         self._starting: dict[Any, asyncio.Task[None]] = {}
         self._start_errors: dict[Any, str] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._tasks = TaskMode(config)
 
     @property
     def id(self) -> str:
@@ -62,6 +64,8 @@ class RayPlugin:
     async def handle(self, ctx: TaskExecutionContext) -> Transition:
         config = parse_job_config(ctx.task.custom, ctx.task.name)
         state = self._state(ctx)
+        if config.mode == "task":
+            return Transition.to(await self._handle_task(ctx, config, state))
         address, python, waiting = self._target(ctx, config, state)
         if waiting is not None:
             return Transition.to(waiting)
@@ -73,6 +77,44 @@ class RayPlugin:
             return Transition.to(await self._observe(ctx, config, jobs, sid, job, state))
         except RayClusterError as exc:
             return Transition.to(self._poll_failed(ctx, config, state, exc))
+
+    async def _handle_task(
+        self, ctx: TaskExecutionContext, config: RayJobConfig, state: dict[str, Any]
+    ) -> PhaseInfo:
+        """A `mode="task"` step: the function as a Ray task owned by the task host (tasks.py)."""
+        gcs, waiting = self._task_target(ctx, config, state)
+        if waiting is not None:
+            return waiting
+        sid = _named_id(ctx, state)
+        new_state = {"mode": "task", "gcs": gcs, "submission_id": sid, "submitted": True}
+        owned = not (config.gcs_address or self._config.gcs_address)
+        new_state |= {"owner": self._instance} if owned else {}
+        try:
+            return await self._tasks.handle(ctx, config, gcs, state, new_state)
+        except RayClusterError as exc:
+            return self._poll_failed(ctx, config, state, exc)
+
+    def _task_target(
+        self, ctx: TaskExecutionContext, config: RayJobConfig, state: dict[str, Any]
+    ) -> tuple[str, PhaseInfo | None]:
+        """(GCS address, None), or a phase while a local cluster starts or when the task
+        names a dashboard but no GCS."""
+        gcs = self._task_gcs(config, state)
+        if gcs:
+            return gcs, None
+        if config.address or self._config.address:
+            return "", PhaseInfo.permanent_failure(
+                "BadTaskSpecification",
+                f"task {ctx.task.name!r}: mode='task' on the cluster at "
+                f"{config.address or self._config.address} needs its gcs_address (host:port)",
+            )
+        cluster = self._clusters.get(config.local_shape())
+        if cluster is not None:
+            return cluster.gcs_address, None
+        return "", self._start_cluster(ctx, config, config.local_shape())
+
+    def _task_gcs(self, config: RayJobConfig, state: dict[str, Any]) -> str | None:
+        return state.get("gcs") or config.gcs_address or self._config.gcs_address
 
     @staticmethod
     async def _current_job(
@@ -222,16 +264,39 @@ class RayPlugin:
         self._timers[sid] = asyncio.get_running_loop().call_later(delay, ctx.refresh)
 
     async def abort(self, ctx: TaskExecutionContext) -> None:
+        if await self._end_task(ctx, abort=True):
+            return
         await self._stop_job(ctx)
 
     async def finalize(self, ctx: TaskExecutionContext) -> None:
         timer = self._timers.pop(_named_id(ctx, self._state(ctx)), None)
         if timer is not None:
             timer.cancel()
+        if await self._end_task(ctx, abort=False):
+            return
         await self._stop_job(ctx)  # a job left running by a failed poll or a timeout
         cluster = self._clusters.pop(submission_id(ctx), None)  # one started for this job alone
         if cluster is not None:
             await asyncio.to_thread(cluster.stop)
+
+    async def _end_task(self, ctx: TaskExecutionContext, abort: bool) -> bool:
+        """Abort or release a task-mode attempt's Ray task; False for a job-mode task."""
+        config = parse_job_config(ctx.task.custom, ctx.task.name)
+        if config.mode != "task":
+            return False
+        state = self._state(ctx)
+        gcs = self._task_gcs(config, state)
+        if not gcs:
+            return True  # its local cluster never started: nothing was submitted
+        sid = _named_id(ctx, state)
+        try:
+            if abort:
+                await self._tasks.abort(gcs, sid)
+            else:
+                await self._tasks.release(gcs, sid)
+        except RayClusterError as exc:
+            log.warning("could not %s Ray task %s: %s", "abort" if abort else "release", sid, exc)
+        return True
 
     async def _stop_job(self, ctx: TaskExecutionContext) -> None:
         state = self._state(ctx)
@@ -250,6 +315,7 @@ class RayPlugin:
         for starting in list(self._starting.values()):
             starting.cancel()
         await asyncio.gather(*self._starting.values(), return_exceptions=True)
+        await self._tasks.close()  # disconnects before any local cluster stops
         clusters, self._clusters = list(self._clusters.values()), {}
         await asyncio.gather(*(asyncio.to_thread(c.stop) for c in clusters))
 
