@@ -16,10 +16,18 @@ from pathlib import Path
 
 import pytest
 
+from sluice.plugins.ray.cluster import LOOPBACK_ENV
+
 # Session-scoped real clusters (Ray, Dask), started only by the tests that use them.
 from support.clusters import dask_address, ray_address, ray_cluster
 
 __all__ = ["dask_address", "ray_address", "ray_cluster"]
+
+# Every Ray cluster the tests start or join is on loopback, and Ray reads these switches once,
+# when it is first imported: set them before any test can import it (a plugin loaded by an
+# engine test does), or a later task-mode driver connects to the host's external address.
+for _name, _value in LOOPBACK_ENV.items():
+    os.environ.setdefault(_name, _value)
 
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379

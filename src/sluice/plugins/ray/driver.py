@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -97,6 +98,13 @@ def _init(address: str) -> bool:
         # Keep this driver's traffic on loopback: without these Ray swaps 127.0.0.1 for the
         # host's external address (cluster.LOOPBACK_ENV, what the local nodes run with). Ray
         # reads them when it is first imported: set before.
+        switch = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+        if "ray" in sys.modules and os.environ.get(switch) != LOOPBACK_ENV[switch]:
+            raise RayClusterError(  # a clear error, not a driver that hangs dialling away
+                f"Ray was imported in this process before it connected to {address}, without "
+                f"{switch}={LOOPBACK_ENV[switch]}: it would dial the host's external address; "
+                "set it in the engine's environment"
+            )
         for name, value in LOOPBACK_ENV.items():
             os.environ.setdefault(name, value)
     import ray
