@@ -4,66 +4,19 @@ re-running completed nodes. The task that was in flight runs again (at-least-onc
 from __future__ import annotations
 
 import json
-import os
 import signal
-import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
+from support.crash import alive as _alive
+from support.crash import children as _children
+from support.crash import env as _env
+from support.crash import query as _query
+from support.crash import wait as _wait
 from support.engine import FLOWS
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _env(db: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "SLUICE_DATABASE_URL": f"sqlite:///{db}",
-        "SLUICE_ENGINE__WORKERS": "2",
-        "SLUICE_ENGINE__RESYNC_INTERVAL": "1",
-    }
-
-
-def _query(db: Path, sql: str) -> list[tuple[object, ...]]:
-    if not db.exists():
-        return []
-    try:
-        with sqlite3.connect(db, timeout=5) as conn:
-            return conn.execute(sql).fetchall()
-    except sqlite3.OperationalError:  # schema not created yet
-        return []
-
-
-def _wait(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _count(work: Path, name: str) -> int:
