@@ -5,49 +5,18 @@ it (never over it)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from support.crash import ROOT, env, kill_9_when, query, resume_until_succeeded, sluice
+
 FLOWS = Path(__file__).parent / "log_flows.py"
-
-
-def _env(db: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "SLUICE_DATABASE_URL": f"sqlite:///{db}",
-        "SLUICE_ENGINE__WORKERS": "1",
-        "SLUICE_ENGINE__RESYNC_INTERVAL": "1",
-        "SLUICE_LOGS__FLUSH_INTERVAL": "0.1",
-    }
-
-
-def _query(db: Path, sql: str) -> list[tuple[object, ...]]:
-    if not db.exists():
-        return []
-    try:
-        with sqlite3.connect(db, timeout=5) as conn:
-            return conn.execute(sql).fetchall()
-    except sqlite3.OperationalError:  # schema not created yet
-        return []
-
-
-def _wait(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
+FLUSH = {"SLUICE_LOGS__FLUSH_INTERVAL": "0.1"}
 
 
 def _flushed_lines(db: Path) -> int:
-    rows = _query(db, "SELECT coalesce(sum(lines), 0) FROM task_logs")
+    rows = query(db, "SELECT coalesce(sum(lines), 0) FROM task_logs")
     return int(str(rows[0][0])) if rows else 0
 
 
@@ -62,7 +31,9 @@ def _stored_texts(logs: Path) -> list[str]:
 
 def _sluice(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "sluice", *args]
-    return subprocess.run(command, env=_env(db), cwd=ROOT, capture_output=True, text=True)
+    return subprocess.run(
+        command, env=env(db, 1, extra=FLUSH), cwd=ROOT, capture_output=True, text=True
+    )
 
 
 def test_a_killed_engines_log_is_kept_and_the_resumed_run_writes_after_it(tmp_path: Path) -> None:
@@ -70,38 +41,15 @@ def test_a_killed_engines_log_is_kept_and_the_resumed_run_writes_after_it(tmp_pa
     work.mkdir()
     (work / "block").touch()
     command = ["run", f"{FLOWS}:crash_flow", "--input", f"directory={work}", "--quiet"]
-    run = subprocess.Popen(
-        [sys.executable, "-m", "sluice", *command],
-        env=_env(db),
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait(lambda: _flushed_lines(db) >= 10)
-        run.send_signal(signal.SIGKILL)
-        run.wait(timeout=10)
-    finally:
-        if run.poll() is None:
-            run.kill()
+    run = sluice(command, db, 1, extra=FLUSH)
+    kill_9_when(run, lambda: _flushed_lines(db) >= 10)
     before = _stored_texts(tmp_path / "logs")
     assert before[0].startswith("started in process")
     assert before[1:] == [f"tick {i}" for i in range(len(before) - 1)]  # whole lines, in order
     assert len(before) >= 10
     (work / "block").unlink()
-    engine = subprocess.Popen(
-        [sys.executable, "-m", "sluice", "engine"],
-        env=_env(db),
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait(lambda: _query(db, "SELECT phase FROM executions") == [("SUCCEEDED",)])
-    finally:
-        engine.send_signal(signal.SIGTERM)
-        engine.wait(timeout=30)
-    (execution,) = _query(db, "SELECT id FROM executions")[0]
+    resume_until_succeeded(db, 1, extra=FLUSH)
+    (execution,) = query(db, "SELECT id FROM executions")[0]
     shown = _sluice(db, "logs", str(execution), "print_until_unblocked", "--json")
     assert shown.returncode == 0, shown.stderr
     rows = [json.loads(line) for line in shown.stdout.splitlines()]
@@ -110,7 +58,7 @@ def test_a_killed_engines_log_is_kept_and_the_resumed_run_writes_after_it(tmp_pa
     resumed = texts[len(before) :]
     assert resumed[0].startswith("started in process") and resumed[-1] == "done"
     assert resumed[0] != before[0]  # another worker process: the task ran again
-    segments = _query(
+    segments = query(
         db, "SELECT segment, writer, closed_at IS NOT NULL FROM task_logs ORDER BY segment"
     )
     assert all(closed for _, _, closed in segments)  # the killed run's segment was closed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -14,13 +15,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def env(db: Path, workers: int = 2) -> dict[str, str]:
-    return {
+def env(
+    db: Path, workers: int = 2, *, config: Path | None = None, extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a `sluice` process on the SQLite store `db` (and `config`, if any)."""
+    values = {
         **os.environ,
         "SLUICE_DATABASE_URL": f"sqlite:///{db}",
         "SLUICE_ENGINE__WORKERS": str(workers),
         "SLUICE_ENGINE__RESYNC_INTERVAL": "1",
+        **(extra or {}),
     }
+    if config is not None:
+        values["SLUICE_CONFIG"] = str(config)
+    return values
 
 
 def query(db: Path, sql: str) -> list[tuple[object, ...]]:
@@ -33,12 +41,12 @@ def query(db: Path, sql: str) -> list[tuple[object, ...]]:
         return []
 
 
-def wait(condition: Callable[[], bool], timeout: float = 60.0) -> None:
+def wait(condition: Callable[[], bool], timeout: float = 60.0, interval: float = 0.05) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
-        time.sleep(0.05)
+        time.sleep(interval)
 
 
 def children(pid: int) -> list[int]:
@@ -62,13 +70,23 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def sluice(args: Sequence[str], db: Path, workers: int = 2) -> subprocess.Popen[bytes]:
+def sluice(
+    args: Sequence[str],
+    db: Path,
+    workers: int = 2,
+    *,
+    config: Path | None = None,
+    stderr: Path | None = None,
+    cwd: Path = ROOT,
+    extra: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start `python -m sluice ARGS` on the store `db`; its stderr goes to `stderr`, if given."""
     return subprocess.Popen(
         [sys.executable, "-m", "sluice", *args],
-        env=env(db, workers),
-        cwd=ROOT,
+        env=env(db, workers, config=config, extra=extra),
+        cwd=cwd,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL if stderr is None else stderr.open("w"),
     )
 
 
@@ -80,12 +98,71 @@ def kill_9(process: subprocess.Popen[bytes]) -> None:
     wait(lambda: not any(alive(pid) for pid in workers), timeout=10)
 
 
-def run_engine_until(db: Path, condition: Callable[[], bool], workers: int = 2) -> None:
-    """Run `sluice engine` on the store until `condition`, then stop it with SIGTERM."""
-    engine = sluice(["engine"], db, workers)
+def kill_9_when(
+    process: subprocess.Popen[bytes], condition: Callable[[], bool], timeout: float = 60.0
+) -> None:
+    """Wait for `condition`, then kill -9 `process` (and see its workers gone); it never outlives
+    this call, even when the condition is not met."""
     try:
-        wait(condition)
+        wait(condition, timeout)
+        kill_9(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def run_engine_until(
+    db: Path,
+    condition: Callable[[], bool],
+    workers: int = 2,
+    *,
+    config: Path | None = None,
+    stderr: Path | None = None,
+    timeout: float = 60.0,
+    extra: dict[str, str] | None = None,
+    cwd: Path = ROOT,
+) -> None:
+    """Run `sluice engine` on the store until `condition`, then stop it with SIGTERM; it must
+    exit cleanly (its stderr, when kept, is in the failure message)."""
+    engine = sluice(["engine"], db, workers, config=config, stderr=stderr, cwd=cwd, extra=extra)
+    try:
+        wait(condition, timeout)
     finally:
         engine.send_signal(signal.SIGTERM)
-        engine.wait(timeout=30)
-    assert engine.returncode == 0
+        engine.wait(timeout=60)
+    assert engine.returncode == 0, stderr.read_text() if stderr is not None else ""
+
+
+def execution_phases(db: Path) -> list[tuple[object, ...]]:
+    return query(db, "SELECT phase FROM executions")
+
+
+def only_outputs(db: Path) -> object:
+    """The decoded outputs of the store's only execution."""
+    ((outputs,),) = query(db, "SELECT outputs FROM executions")
+    return json.loads(str(outputs))
+
+
+def resume_until_succeeded(
+    db: Path,
+    workers: int = 2,
+    *,
+    config: Path | None = None,
+    stderr: Path | None = None,
+    cwd: Path = ROOT,
+    extra: dict[str, str] | None = None,
+) -> None:
+    """After a kill -9: the store's only execution is still RUNNING; an engine restarted on the
+    store ends it in SUCCEEDED and stops cleanly."""
+    assert execution_phases(db) == [("RUNNING",)]
+    run_engine_until(
+        db,
+        lambda: execution_phases(db) == [("SUCCEEDED",)],
+        workers,
+        config=config,
+        stderr=stderr,
+        timeout=180,
+        cwd=cwd,
+        extra=extra,
+    )
