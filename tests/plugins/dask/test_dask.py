@@ -14,16 +14,18 @@ from tests.plugins.dask.conftest import DASK_FLOWS, require_distributed
 
 from sluice.config import Settings, load_config
 from sluice.errors import InvalidPluginConfigError
-from sluice.plugins.core.context import TaskExecutionMetadata
 from sluice.plugins.core.phase import Phase
 from sluice.plugins.dask.config import DaskPluginConfig, parse_job_config
 from sluice.plugins.dask.plugin import DaskPlugin
 from sluice.plugins.local_processes import free_port
-from sluice.plugins.testing import FakeTaskContext, drive
-from sluice.runtime import Runtime
+from sluice.plugins.testing import drive
 from sluice.sdk.loader import load_module
-from sluice.spec.phases import ExecutionPhase
-from support.engine import run
+from support.remote import (
+    assert_failed_with_traceback,
+    assert_squares_flowed,
+    plugin_context,
+    run_logged,
+)
 
 
 @pytest.fixture
@@ -39,43 +41,19 @@ def dask_settings(db: Path, address: str) -> Settings:
     )
 
 
-def _context(task: object, execution_id: str, **inputs: object) -> FakeTaskContext:
-    meta = TaskExecutionMetadata(
-        execution_id=execution_id, project="p", domain="d", node_id="n0", attempt=0, task_name="t"
-    )
-    return FakeTaskContext(task=task.spec, inputs=inputs, metadata=meta)  # type: ignore[attr-defined]
-
-
 async def test_a_dask_task_result_flows_to_the_next_node(
     dask_address: str, flows: ModuleType, tmp_path: Path
 ) -> None:
-    rt = await Runtime.open(dask_settings(tmp_path / "s.db", dask_address))
-    try:
-        result = await run(rt, flows.squares)
-        assert rt.task_logs is not None
-        await rt.task_logs.flush()  # the sink writes at its interval: read what it holds now
-        logged = [e.line.text for e in await rt.log_reader().lines(result.record.id)]
-    finally:
-        await rt.close()
-    assert result.record.phase is ExecutionPhase.SUCCEEDED, result.record.error
-    assert result.record.outputs == {"o0": 1 + 4}
-    assert {"squaring 1", "squaring 2"} <= {text.split(" in pid")[0] for text in logged}, logged
-    assert not any("sluice-result" in text for text in logged)
+    settings = dask_settings(tmp_path / "s.db", dask_address)
+    assert_squares_flowed(*await run_logged(settings, flows.squares))
 
 
 async def test_a_failing_function_is_retried_then_fails_with_its_traceback(
     dask_address: str, flows: ModuleType, tmp_path: Path
 ) -> None:
-    rt = await Runtime.open(dask_settings(tmp_path / "s.db", dask_address))
-    try:
-        result = await run(rt, flows.broken_flow)
-    finally:
-        await rt.close()
-    assert result.record.phase is ExecutionPhase.FAILED
-    (node,) = result.nodes.values()
-    assert node.error is not None and node.error["kind"] == "USER", node.error
-    assert "ValueError: no square for 7 today" in node.error["message"]
-    assert "Traceback" in node.error["message"]
+    settings = dask_settings(tmp_path / "s.db", dask_address)
+    result, _ = await run_logged(settings, flows.broken_flow)
+    node = assert_failed_with_traceback(result)
     assert node.attempt == 1  # the first attempt and its retry
 
 
@@ -83,7 +61,7 @@ async def test_the_function_prints_reach_the_task_log(
     dask_address: str, flows: ModuleType, tmp_path: Path
 ) -> None:
     plugin = DaskPlugin(DaskPluginConfig(address=dask_address))
-    ctx = _context(flows.chatty, f"logs{tmp_path.name}", lines=3)
+    ctx = plugin_context(flows.chatty, f"logs{tmp_path.name}", lines=3)
     try:
         seen = await drive(plugin, ctx, interval=0.5)
     finally:
@@ -97,7 +75,7 @@ async def test_a_restarted_plugin_takes_the_task_back_and_abort_cancels_it(
 ) -> None:
     runs = tmp_path / "runs"
     inputs = {"path": str(tmp_path / "never"), "runs": str(runs), "timeout": 30.0}
-    ctx = _context(flows.wait_for, f"abort{tmp_path.name}", **inputs)
+    ctx = plugin_context(flows.wait_for, f"abort{tmp_path.name}", **inputs)
     first = DaskPlugin(DaskPluginConfig(address=dask_address))
     for _ in range(300):  # the first calls connect, then it submits
         if (await first.handle(ctx)).info.phase is not Phase.INITIALIZING:
@@ -141,7 +119,7 @@ async def test_without_an_address_the_task_runs_on_a_local_cluster_stopped_at_cl
 ) -> None:
     require_distributed()
     plugin = DaskPlugin(DaskPluginConfig())
-    ctx = _context(flows.chatty, f"own{tmp_path.name}", lines=2)
+    ctx = plugin_context(flows.chatty, f"own{tmp_path.name}", lines=2)
     try:
         seen = await drive(plugin, ctx, interval=0.5, max_rounds=2000)
         processes = [pid for c in plugin._clusters.values() for pid in c.pids]
@@ -158,7 +136,7 @@ async def test_a_scheduler_that_does_not_answer_is_a_retryable_system_failure(
     require_distributed()
     address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
     plugin = DaskPlugin(DaskPluginConfig(address=address, start_timeout=1.0))
-    ctx = _context(flows.chatty, "nowhere", lines=1)
+    ctx = plugin_context(flows.chatty, "nowhere", lines=1)
     try:
         seen = await drive(plugin, ctx, interval=0.5)
     finally:

@@ -15,6 +15,7 @@ from sluice.runtime import Runtime
 from sluice.sdk.loader import load_module
 from sluice.spec.phases import ExecutionPhase
 from support.engine import run
+from support.remote import assert_failed_with_traceback, assert_squares_flowed, run_logged
 
 
 @pytest.fixture
@@ -25,18 +26,8 @@ def flows() -> ModuleType:
 async def test_a_ray_task_result_flows_to_the_next_node(
     ray_address: str, flows: ModuleType, tmp_path: Path
 ) -> None:
-    rt = await Runtime.open(ray_settings(tmp_path / "s.db", ray_address))
-    try:
-        result = await run(rt, flows.squares)
-        assert rt.task_logs is not None
-        await rt.task_logs.flush()  # the sink writes at its interval: read what it holds now
-        logged = [e.line.text for e in await rt.log_reader().lines(result.record.id)]
-    finally:
-        await rt.close()
-    assert result.record.phase is ExecutionPhase.SUCCEEDED, result.record.error
-    assert result.record.outputs == {"o0": 1 + 4}
-    assert {"squaring 1", "squaring 2"} <= {text.split(" in pid")[0] for text in logged}, logged
-    assert not any("sluice-result" in text for text in logged)
+    result, logged = await run_logged(ray_settings(tmp_path / "s.db", ray_address), flows.squares)
+    assert_squares_flowed(result, logged)
     jobs = cluster_jobs(ray_address, result.record.id)
     assert [j.status for j in jobs] == ["SUCCEEDED"] * 2
 
@@ -44,17 +35,9 @@ async def test_a_ray_task_result_flows_to_the_next_node(
 async def test_a_failing_function_is_retried_then_fails_with_its_traceback(
     ray_address: str, flows: ModuleType, tmp_path: Path
 ) -> None:
-    rt = await Runtime.open(ray_settings(tmp_path / "s.db", ray_address))
-    try:
-        result = await run(rt, flows.broken_flow)
-    finally:
-        await rt.close()
-    assert result.record.phase is ExecutionPhase.FAILED
-    (node,) = result.nodes.values()
-    error = node.error
-    assert error is not None and error["kind"] == "USER", error
-    assert "ValueError: no square for 7 today" in error["message"]
-    assert "Traceback" in error["message"]
+    settings = ray_settings(tmp_path / "s.db", ray_address)
+    result, _ = await run_logged(settings, flows.broken_flow)
+    assert_failed_with_traceback(result)
     jobs = cluster_jobs(ray_address, result.record.id)
     assert [j.status for j in jobs] == ["FAILED", "FAILED"]  # the first attempt and its retry
     assert len({j.submission_id for j in jobs}) == 2

@@ -13,14 +13,14 @@ from tests.plugins.ray.conftest import RAY_FLOWS, require_ray
 from tests.plugins.ray.helpers import cluster_jobs
 
 from sluice.errors import InvalidPluginConfigError
-from sluice.plugins.core.context import TaskExecutionMetadata
 from sluice.plugins.core.phase import Phase
 from sluice.plugins.ray.config import RayPluginConfig, parse_job_config
 from sluice.plugins.ray.logs import forward_new_lines
 from sluice.plugins.ray.plugin import RayPlugin, submission_id
 from sluice.plugins.ray.protocol import RESULT_MARKER, find_answer
-from sluice.plugins.testing import FakeTaskContext, MemoryLog, drive
+from sluice.plugins.testing import MemoryLog, drive
 from sluice.sdk.loader import load_module
+from support.remote import plugin_context
 
 
 @pytest.fixture
@@ -28,18 +28,11 @@ def flows() -> ModuleType:
     return load_module("ray_flows", str(RAY_FLOWS))
 
 
-def _context(task: object, execution_id: str, **inputs: object) -> FakeTaskContext:
-    meta = TaskExecutionMetadata(
-        execution_id=execution_id, project="p", domain="d", node_id="n0", attempt=0, task_name="t"
-    )
-    return FakeTaskContext(task=task.spec, inputs=inputs, metadata=meta)  # type: ignore[attr-defined]
-
-
 async def test_the_job_log_reaches_the_task_log_without_the_result_line(
     ray_address: str, flows: ModuleType, tmp_path: Path
 ) -> None:
     plugin = RayPlugin(RayPluginConfig(address=ray_address))
-    ctx = _context(flows.chatty, f"logs{tmp_path.name}", lines=3)
+    ctx = plugin_context(flows.chatty, f"logs{tmp_path.name}", lines=3)
     try:
         seen = await drive(plugin, ctx, interval=0.5)
     finally:
@@ -58,7 +51,7 @@ async def test_abort_stops_the_job_and_a_restarted_plugin_never_submits_twice(
     ray_address: str, flows: ModuleType, tmp_path: Path
 ) -> None:
     execution = f"abort{tmp_path.name}"
-    ctx = _context(flows.wait_for, execution, path=str(tmp_path / "never"), timeout=120.0)
+    ctx = plugin_context(flows.wait_for, execution, path=str(tmp_path / "never"), timeout=120.0)
     first = RayPlugin(RayPluginConfig(address=ray_address))
     phase = (await first.handle(ctx)).info.phase
     await first.close()  # the engine dies: a new plugin with the same state takes over
@@ -84,7 +77,7 @@ async def test_an_attempt_started_afresh_goes_on_under_the_next_id(
     ray_address: str, flows: ModuleType, tmp_path: Path
 ) -> None:
     execution, go = f"afresh{tmp_path.name}", tmp_path / "go"
-    ctx = _context(flows.wait_for, execution, path=str(go), timeout=120.0)
+    ctx = plugin_context(flows.wait_for, execution, path=str(go), timeout=120.0)
     plugin = RayPlugin(RayPluginConfig(address=ray_address))
     try:
         assert (await plugin.handle(ctx)).info.phase is Phase.QUEUED
@@ -139,7 +132,7 @@ async def test_without_an_address_the_job_runs_on_a_local_cluster_stopped_after_
 ) -> None:
     require_ray()
     plugin = RayPlugin(RayPluginConfig())
-    ctx = _context(flows.on_own_cluster, f"own{tmp_path.name}", x=21)
+    ctx = plugin_context(flows.on_own_cluster, f"own{tmp_path.name}", x=21)
     seen, nodes = [], set()
     try:
         for _ in range(600):

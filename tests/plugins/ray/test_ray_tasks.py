@@ -18,15 +18,15 @@ from tests.plugins.ray.conftest import RAY_FLOWS
 from tests.plugins.ray.helpers import host_stats, ray_task_settings
 
 from sluice.errors import InvalidPluginConfigError
-from sluice.plugins.core.context import TaskExecutionMetadata
 from sluice.plugins.core.phase import ErrorKind, Phase
 from sluice.plugins.ray.config import RayPluginConfig, parse_job_config
 from sluice.plugins.ray.plugin import RayPlugin
-from sluice.plugins.testing import FakeTaskContext, drive
+from sluice.plugins.testing import drive
 from sluice.runtime import Runtime
 from sluice.sdk.loader import load_module
 from sluice.spec.phases import ExecutionPhase
 from support.engine import run
+from support.remote import plugin_context
 
 
 @pytest.fixture
@@ -39,13 +39,6 @@ def gcs(ray_cluster: Any) -> str:
     return str(ray_cluster.gcs_address)
 
 
-def _context(task: object, execution_id: str, **inputs: object) -> FakeTaskContext:
-    meta = TaskExecutionMetadata(
-        execution_id=execution_id, project="p", domain="d", node_id="n0", attempt=0, task_name="t"
-    )
-    return FakeTaskContext(task=task.spec, inputs=inputs, metadata=meta)  # type: ignore[attr-defined]
-
-
 def _plugin(gcs: str, host: str) -> RayPlugin:
     return RayPlugin(RayPluginConfig(gcs_address=gcs, task_host=host, task_result_grace=0))
 
@@ -54,7 +47,7 @@ async def test_a_task_runs_its_output_reaches_the_log_and_the_host_keeps_nothing
     gcs: str, flows: ModuleType, tmp_path: Path
 ) -> None:
     host = f"life-{tmp_path.name}"
-    ctx = _context(flows.t_square, f"life{tmp_path.name}", x=7)
+    ctx = plugin_context(flows.t_square, f"life{tmp_path.name}", x=7)
     plugin = _plugin(gcs, host)
     try:
         seen = await drive(plugin, ctx, interval=5.0)  # the host's wait refreshes, not a poll
@@ -70,7 +63,9 @@ async def test_a_plugin_that_died_before_writing_its_state_finds_the_task(
     gcs: str, flows: ModuleType, tmp_path: Path
 ) -> None:
     host, go, started = f"again-{tmp_path.name}", tmp_path / "go", tmp_path / "started"
-    ctx = _context(flows.t_wait_for, f"again{tmp_path.name}", path=str(go), started=str(started))
+    ctx = plugin_context(
+        flows.t_wait_for, f"again{tmp_path.name}", path=str(go), started=str(started)
+    )
     ctx.inputs = {**ctx.inputs, "timeout": 120.0}
     first = _plugin(gcs, host)
     assert (await first.handle(ctx)).info.phase is Phase.QUEUED
@@ -93,9 +88,9 @@ async def test_the_function_s_error_is_retryable_and_bad_outputs_are_permanent(
     gcs: str, flows: ModuleType, tmp_path: Path
 ) -> None:
     plugin = _plugin(gcs, f"fail-{tmp_path.name}")
-    broken = _context(flows.t_broken, f"broken{tmp_path.name}", x=5)
-    bad = _context(flows.t_not_a_pair, f"bad{tmp_path.name}", x=5)
-    dies = _context(flows.t_worker_dies, f"dies{tmp_path.name}", x=5)
+    broken = plugin_context(flows.t_broken, f"broken{tmp_path.name}", x=5)
+    bad = plugin_context(flows.t_not_a_pair, f"bad{tmp_path.name}", x=5)
+    dies = plugin_context(flows.t_worker_dies, f"dies{tmp_path.name}", x=5)
     try:
         failed, wrong, died = [
             (await drive(plugin, c, interval=0.5))[-1] for c in (broken, bad, dies)
@@ -124,7 +119,7 @@ async def test_abort_kills_the_task_s_worker_and_the_host_forgets_it(
     gcs: str, flows: ModuleType, tmp_path: Path
 ) -> None:
     host, started = f"abort-{tmp_path.name}", tmp_path / "started"
-    ctx = _context(
+    ctx = plugin_context(
         flows.t_wait_for, f"abort{tmp_path.name}", path=str(tmp_path / "never"),
         started=str(started), timeout=120.0,
     )  # fmt: skip
