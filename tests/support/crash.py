@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,21 +71,25 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+class Options(TypedDict, total=False):
+    """How a `sluice` process is started: its config file, where its stderr goes (else
+    nowhere), its working directory (else the checkout) and more environment."""
+
+    config: Path
+    stderr: Path
+    cwd: Path
+    extra: dict[str, str]
+
+
 def sluice(
-    args: Sequence[str],
-    db: Path,
-    workers: int = 2,
-    *,
-    config: Path | None = None,
-    stderr: Path | None = None,
-    cwd: Path = ROOT,
-    extra: dict[str, str] | None = None,
+    args: Sequence[str], db: Path, workers: int = 2, **options: Unpack[Options]
 ) -> subprocess.Popen[bytes]:
-    """Start `python -m sluice ARGS` on the store `db`; its stderr goes to `stderr`, if given."""
+    """Start `python -m sluice ARGS` on the store `db`."""
+    stderr = options.get("stderr")
     return subprocess.Popen(
         [sys.executable, "-m", "sluice", *args],
-        env=env(db, workers, config=config, extra=extra),
-        cwd=cwd,
+        env=env(db, workers, config=options.get("config"), extra=options.get("extra")),
+        cwd=options.get("cwd", ROOT),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL if stderr is None else stderr.open("w"),
     )
@@ -116,21 +121,18 @@ def run_engine_until(
     db: Path,
     condition: Callable[[], bool],
     workers: int = 2,
-    *,
-    config: Path | None = None,
-    stderr: Path | None = None,
     timeout: float = 60.0,
-    extra: dict[str, str] | None = None,
-    cwd: Path = ROOT,
+    **options: Unpack[Options],
 ) -> None:
     """Run `sluice engine` on the store until `condition`, then stop it with SIGTERM; it must
     exit cleanly (its stderr, when kept, is in the failure message)."""
-    engine = sluice(["engine"], db, workers, config=config, stderr=stderr, cwd=cwd, extra=extra)
+    engine = sluice(["engine"], db, workers, **options)
     try:
         wait(condition, timeout)
     finally:
         engine.send_signal(signal.SIGTERM)
         engine.wait(timeout=60)
+    stderr = options.get("stderr")
     assert engine.returncode == 0, stderr.read_text() if stderr is not None else ""
 
 
@@ -144,25 +146,9 @@ def only_outputs(db: Path) -> object:
     return json.loads(str(outputs))
 
 
-def resume_until_succeeded(
-    db: Path,
-    workers: int = 2,
-    *,
-    config: Path | None = None,
-    stderr: Path | None = None,
-    cwd: Path = ROOT,
-    extra: dict[str, str] | None = None,
-) -> None:
+def resume_until_succeeded(db: Path, workers: int = 2, **options: Unpack[Options]) -> None:
     """After a kill -9: the store's only execution is still RUNNING; an engine restarted on the
     store ends it in SUCCEEDED and stops cleanly."""
     assert execution_phases(db) == [("RUNNING",)]
-    run_engine_until(
-        db,
-        lambda: execution_phases(db) == [("SUCCEEDED",)],
-        workers,
-        config=config,
-        stderr=stderr,
-        timeout=180,
-        cwd=cwd,
-        extra=extra,
-    )
+    succeeded = lambda: execution_phases(db) == [("SUCCEEDED",)]  # noqa: E731
+    run_engine_until(db, succeeded, workers, 180.0, **options)

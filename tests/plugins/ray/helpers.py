@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sluice.config import Settings, load_config
+from support.crash import query
 
 
 def cluster_jobs(address: str, execution_id: str) -> list[Any]:
@@ -47,3 +49,15 @@ async def host_stats(gcs: str, host: str) -> dict[str, int]:
         return dict(await driver.call(host, handle.stats.remote()))
     finally:
         await driver.close()
+
+
+def job_running(db: Path, address: str) -> Callable[[], bool]:
+    """A probe for a kill -9 test: true once the store's only execution's Ray job RUNS on the
+    cluster at `address` (the execution's id is the job's prefix)."""
+
+    def running() -> bool:
+        rows = query(db, "SELECT id FROM executions")
+        jobs = cluster_jobs(address, str(rows[0][0])) if rows else []
+        return [j.status for j in jobs] == ["RUNNING"]
+
+    return running

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.plugins.ray.conftest import RAY_FLOWS
-from tests.plugins.ray.helpers import cluster_jobs
+from tests.plugins.ray.helpers import cluster_jobs, job_running
 
 from support.crash import kill_9_when, only_outputs, query, resume_until_succeeded
 from support.crash import sluice as _sluice
@@ -19,19 +19,11 @@ def test_kill_9_while_a_ray_job_runs_submits_once_and_collects_the_result(
     config.write_text(f'[plugins.config.ray]\naddress = "{ray_address}"\n')
     args = ["run", f"{RAY_FLOWS}:waiting", "--input", f"path={signal_file}"]
     run = _sluice(args, db, 1, config=config, stderr=tmp_path / "r.err")
-    execution_id: list[str] = []
-
-    def running() -> bool:
-        if not execution_id:
-            execution_id.extend(str(row[0]) for row in query(db, "SELECT id FROM executions"))
-        jobs = cluster_jobs(ray_address, execution_id[0]) if execution_id else []
-        return [j.status for j in jobs] == ["RUNNING"]
-
-    kill_9_when(run, running, timeout=120)
+    kill_9_when(run, job_running(db, ray_address), timeout=120)
     signal_file.write_text("done while the engine was dead")
     resume_until_succeeded(db, 1, config=config, stderr=tmp_path / "e.err")
     assert only_outputs(db) == {"o0": "done while the engine was dead"}
-    jobs = cluster_jobs(ray_address, execution_id[0])
+    jobs = cluster_jobs(ray_address, str(query(db, "SELECT id FROM executions")[0][0]))
     assert [j.status for j in jobs] == ["SUCCEEDED"], jobs  # one submission, never two
 
 
