@@ -350,3 +350,36 @@ async def test_task_logs_table_comes_and_goes_with_revision_0003(sqlite_url: str
             assert "task_logs" in await conn.run_sync(tables)
     finally:
         await store.close()
+
+
+async def test_a_connection_closed_mid_transaction_gives_the_write_lock_back(
+    tmp_path: Path,
+) -> None:
+    """A task cancelled between its statement and reading the statement's rows has its
+    connection invalidated: closed with no ROLLBACK and a cursor still open. sqlite3 then only
+    marks the connection closed and keeps its transaction, with the file's write lock, until the
+    cursor is garbage-collected: every other writer waited its whole busy timeout (seen as
+    "database is locked" after 30 s when one runtime stopped while another ran)."""
+    path = tmp_path / "s.db"
+    db = await Database.open(f"sqlite:///{path}", upgrade=True)
+    try:
+        async with db.begin() as setup:
+            await setup.exec_driver_sql("CREATE TABLE t (k INTEGER PRIMARY KEY)")
+            await setup.exec_driver_sql("INSERT INTO t VALUES (1), (2)")
+        conn = await db.engine.connect()
+        await conn.begin()  # BEGIN IMMEDIATE: this connection has the write lock
+        raw = await conn.get_raw_connection()
+        driver = raw.driver_connection
+        assert driver is not None
+        # a promotion's UPDATE ... RETURNING, its rows not fetched yet: the statement is active
+        open_cursor = await driver.execute("UPDATE t SET k = k RETURNING k")
+        await conn.invalidate()
+        other = sqlite3.connect(path, timeout=0.2, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # "database is locked" while the lock is kept
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+        del open_cursor
+    finally:
+        await db.close()

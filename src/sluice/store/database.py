@@ -170,6 +170,23 @@ def _use_wal(cursor: Any) -> None:
         pause = min(pause * 2, 0.1)
 
 
+class _RollingBackConnection(sqlite3.Connection):
+    """Closed inside a transaction, roll it back first.
+
+    A task cancelled between a statement and reading its rows (an `UPDATE ... RETURNING`) has
+    its connection invalidated: closed with no ROLLBACK while the statement is still active.
+    `sqlite3_close_v2` then only marks the connection a zombie, which keeps its transaction and
+    the file's write lock until the statement is finalized, whenever the garbage collector
+    frees its cursor: every other writer of the file waited out its busy timeout. Rolling back
+    resets the active statements and releases the lock before the close."""
+
+    def close(self) -> None:
+        if self.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.rollback()
+        super().close()
+
+
 def _sqlite_begin(conn: sa.Connection) -> None:
     read_only = conn.get_execution_options().get(_READ_ONLY, False)
     conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
@@ -419,7 +436,12 @@ def _create_engine(url: DatabaseURL, *, create: bool = True) -> AsyncEngine:
             )
         make_private_dirs(url.path.parent)
         create_private_file(url.path)
-        engine = create_async_engine(url.driver_url, pool_size=4, max_overflow=4)
+        engine = create_async_engine(
+            url.driver_url,
+            pool_size=4,
+            max_overflow=4,
+            connect_args={"factory": _RollingBackConnection},
+        )
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         event.listen(engine.sync_engine, "begin", _sqlite_begin)
         return engine
