@@ -113,8 +113,9 @@ def _counters_match_holders(path: Path) -> None:
         ).fetchall()
     finally:
         conn.close()
-    assert dict(counted) == dict(held)
-    assert dict(by_domain) == dict(held)
+    # A namespace with a stored quota keeps its counters at zero once nothing is held there.
+    assert {ns: n for ns, n in counted if n != 0} == dict(held)
+    assert {ns: n for ns, n in by_domain if n != 0} == dict(held)
 
 
 @pytest.mark.parametrize("after", [0.3, 0.7, 1.1])
