@@ -39,7 +39,13 @@ def wake_dir(database: Path) -> Path:
 
 
 class WakeSender:
-    """Sends wake-ups to every process registered beside one database."""
+    """Sends wake-ups to every process registered beside one database.
+
+    One wake-up per turn of the event loop: a receiver reads every new row when woken, so
+    the commits a task makes before it yields need one datagram to each process, not one
+    each. It is sent when the committing task yields (a `call_soon` callback), which is
+    also when this process's own receiver could read the rows at the earliest.
+    """
 
     def __init__(self, database: Path) -> None:
         self._dir = wake_dir(database)
@@ -49,9 +55,32 @@ class WakeSender:
         self._peers: list[str] = []
         self._peers_read_at = -1
         self._listed_at = 0.0
+        self._due = False
 
     def wake_all(self) -> None:
-        """Send a wake-up to every registered process (this one included); forget the dead."""
+        """Wake every registered process (this one included) at the end of this turn of the
+        running event loop, or at once without one; forget the dead."""
+        if self._due:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.send_now()
+            return
+        self._due = True
+        loop.call_soon(self._send_due)
+
+    def _send_due(self) -> None:
+        if not self._due:  # sent already, by close()
+            return
+        self._due = False
+        try:
+            self.send_now()
+        except OSError:  # a hint only: the fallback poll delivers anyway
+            log.debug("local wake-up failed", exc_info=True)
+
+    def send_now(self) -> None:
+        """Send a wake-up to every registered process now; forget the dead."""
         names = list(self._registered())  # a copy: forget() removes from the listing
         if not names or self._base is None:
             return
@@ -86,6 +115,9 @@ class WakeSender:
             self._peers.remove(name)
 
     def close(self) -> None:
+        """Send a wake-up still due, then close."""
+        if self._due:
+            self._send_due()
         self._sender.close()
 
 
