@@ -69,8 +69,8 @@ class SqliteDirect:
         with `database.after_commit` during `work` run once it is committed."""
         if self._db.write_lock is None:  # pragma: no cover - SQLite always has one
             raise RuntimeError("a SQLite database without its write lock")
-        hooks: list[Callable[[], None]] = []
         async with self._db.write_lock, self._lock:
+            hooks: list[Callable[[], None]] = []
             result = await self._run(work, "BEGIN IMMEDIATE", hooks)
         for hook in hooks:
             hook()
@@ -102,7 +102,7 @@ class SqliteDirect:
 
     async def _run(self, work: Work[T], begin: str, hooks: list[Callable[[], None]] | None) -> T:
         try:
-            conn = self._conn or self._connection()
+            conn = self._connection()
             try:
                 result = self._transaction(conn, work, begin, hooks)
             except sqlite3.OperationalError as exc:
@@ -159,12 +159,12 @@ class SqliteDirect:
         begin: str,
         hooks: list[Callable[[], None]] | None,
     ) -> T:
-        cursor = conn.cursor()
-        cursor.execute(begin)
+        conn.execute(begin)
         token = COMMIT_HOOKS.set(hooks)
         try:
+            cursor = conn.cursor()
             result = work(cursor)
-            cursor.execute("COMMIT")
+            conn.execute("COMMIT")
             return result
         except BaseException:
             if conn.in_transaction:
