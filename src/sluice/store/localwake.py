@@ -39,7 +39,14 @@ def wake_dir(database: Path) -> Path:
 
 
 class WakeSender:
-    """Sends wake-ups to every process registered beside one database."""
+    """Sends wake-ups to every process registered beside one database.
+
+    A receiver reads every new row when woken, so the commits a task makes before it yields
+    need two wake-ups per process, not one each: the first commit of a turn of the event
+    loop sends at once (no delay on a hand-off), and if more commits follow in the same
+    turn, one more goes when the task yields (a `call_soon` callback), so no row is left
+    unannounced.
+    """
 
     def __init__(self, database: Path) -> None:
         self._dir = wake_dir(database)
@@ -49,9 +56,37 @@ class WakeSender:
         self._peers: list[str] = []
         self._peers_read_at = -1
         self._listed_at = 0.0
+        self._turn: asyncio.AbstractEventLoop | None = None  # a wake-up went in its turn
+        self._owed = False  # commits since then, to announce when the turn ends
 
     def wake_all(self) -> None:
-        """Send a wake-up to every registered process (this one included); forget the dead."""
+        """Wake every registered process (this one included), forgetting the dead: now for
+        the first commit of this turn of the running event loop (or without a loop), at
+        the end of the turn for the ones after it."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.send_now()
+            return
+        if self._turn is loop:
+            self._owed = True
+            return
+        self._turn = loop
+        loop.call_soon(self._end_turn)
+        self.send_now()
+
+    def _end_turn(self) -> None:
+        self._turn = None
+        if not self._owed:
+            return
+        self._owed = False
+        try:
+            self.send_now()
+        except OSError:  # a hint only: the fallback poll delivers anyway
+            log.debug("local wake-up failed", exc_info=True)
+
+    def send_now(self) -> None:
+        """Send a wake-up to every registered process now; forget the dead."""
         names = list(self._registered())  # a copy: forget() removes from the listing
         if not names or self._base is None:
             return
@@ -86,6 +121,9 @@ class WakeSender:
             self._peers.remove(name)
 
     def close(self) -> None:
+        """Send a wake-up still owed, then close."""
+        if self._owed:
+            self._end_turn()
         self._sender.close()
 
 

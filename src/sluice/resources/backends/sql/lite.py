@@ -218,12 +218,19 @@ def store_defaults(cur: Cursor, quotas: Mapping[str, int | None], now: float) ->
 
 
 def forget_empty(cur: Cursor, names: Sequence[str]) -> None:
-    """Delete quota rows holding only a claim's default where nothing is held or waiting."""
+    """Delete quota rows holding only a claim's default where nothing is held or waiting,
+    then the counters at zero of those namespaces that keep no quota row."""
+    marks = _marks(names)
     cur.execute(
-        f"DELETE FROM resource_quotas AS q WHERE namespace IN ({_marks(names)})"
+        f"DELETE FROM resource_quotas AS q WHERE namespace IN ({marks})"
         " AND operator_quota IS NULL AND config_quota IS NULL AND plugin_quota IS NULL"
         " AND NOT EXISTS (SELECT 1 FROM resource_holders h WHERE h.namespace = q.namespace)"
         " AND NOT EXISTS (SELECT 1 FROM resource_waiters w WHERE w.namespace = q.namespace)",
+        tuple(names),
+    )
+    cur.execute(
+        f"DELETE FROM resource_usage AS u WHERE namespace IN ({marks}) AND in_use <= 0"
+        " AND NOT EXISTS (SELECT 1 FROM resource_quotas q WHERE q.namespace = u.namespace)",
         tuple(names),
     )
 

@@ -10,23 +10,30 @@ three statements instead of seven, no waiter rows decoded, no plan built. Anythi
 does not fit) returns None with nothing written, and the caller runs the general path
 (`lite.allocate`) in the same transaction, which judges again from scratch.
 
-A release whose token held every namespace named, where nobody waits once it is gone, takes
-the freed totals from the counter upsert's RETURNING instead of reading the counters again,
-and skips the waiter delete (a token never waits where it holds). Otherwise it is the general
-`lite.release`.
+A release whose token held every namespace named takes the freed totals from the counter
+upsert's RETURNING instead of reading the counters again, skips the waiter delete (a token
+never waits where it holds), and asks in one statement per namespace whether anyone waits
+there and whether the namespace's quota is only a claim's default. Where nobody waits, no
+waiter is ranked. Counters at zero stay where a quota is stored (plugin, config, operator):
+deleting them only for the next grant to insert them again wrote the counters' key index on
+every commit. Where the quota is only a default (a lock name, thousands of them short-lived),
+an idle namespace's quota row and counters go (`lite.forget_empty`), so nothing is left
+behind. Otherwise it is the general `lite.release`'s work.
+
+Statements are fixed strings (one per number of namespaces where a list is needed), so the
+sqlite3 module's statement cache keeps them prepared.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter
 from collections.abc import Sequence
+from functools import cache
 
 from sluice.resources.backends._shared import resolve_quota
 from sluice.resources.backends.base import AllocationRequest, NamespaceUsage
 from sluice.resources.backends.sql import lite
-from sluice.resources.backends.sql.reads import ready_usage
-from sluice.resources.backends.sql.tables import ALL, SOURCE_ORDER, ScopeKey
+from sluice.resources.backends.sql.tables import SOURCE_ORDER
 from sluice.resources.models import Claim, QuotaSource
 
 Cursor = sqlite3.Cursor
@@ -47,33 +54,58 @@ _PROBE = (
     " (SELECT in_use FROM resource_usage WHERE namespace = ?1 AND project = ?4 AND domain = ?5)"
     " FROM (SELECT 1) LEFT JOIN resource_quotas AS q ON q.namespace = ?1"
 )
+_HOLD = (
+    "INSERT INTO resource_holders (namespace, token, project, domain, execution_id, node_id,"
+    " units, granted_at, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# A holder's units (?4, negative to free them) added to its three scope counters.
+_COUNT = (
+    "INSERT INTO resource_usage (namespace, project, domain, in_use)"
+    " VALUES (?1, '', '', ?4), (?1, ?2, '', ?4), (?1, ?2, ?3, ?4)"
+    " ON CONFLICT (namespace, project, domain) DO UPDATE SET in_use = in_use + excluded.in_use"
+)
+_UNCOUNT = _COUNT + " RETURNING project, in_use"
+# Per namespace a token released: does a live waiter remain, and is its quota only a
+# claim's default (1), or is there no quota row (NULL)? Then an idle namespace is forgotten.
+_AFTER_RELEASE = (
+    "SELECT EXISTS (SELECT 1 FROM resource_waiters WHERE namespace = ?1 AND expires_at > ?2),"
+    " (SELECT operator_quota IS NULL AND config_quota IS NULL AND plugin_quota IS NULL"
+    " FROM resource_quotas WHERE namespace = ?1)"
+)
+
+
+@cache
+def _drop_holders(count: int) -> str:
+    return (
+        "DELETE FROM resource_holders WHERE token = ? AND namespace IN"
+        f" ({', '.join('?' * count)}) RETURNING namespace, project, domain, units"
+    )
 
 
 def grant(cur: Cursor, request: AllocationRequest) -> tuple[NamespaceUsage, ...] | None:
     """Grant an uncontended request (see the module's docstring) and return the usage after
     it; None, with nothing written, when the general path must judge. Raises like the general
     path for an unknown namespace or a claim larger than its quota."""
-    holder, usage, defaults = request.holder, [], {}
+    holder, now, usage, defaults = request.holder, request.now, [], {}
+    project, domain = holder.project, holder.domain
     for claim in request.claims:
-        row = cur.execute(
-            _PROBE, (claim.namespace, request.token, request.now, holder.project, holder.domain)
-        ).fetchone()
+        row = cur.execute(_PROBE, (claim.namespace, request.token, now, project, domain)).fetchone()
         sources: dict[QuotaSource, int] = {
             s: q for s, q in zip(SOURCE_ORDER, row[:4], strict=True) if q is not None
         }
         quota = resolve_quota(claim, sources)
-        waiting, holding, lapsed = row[4], row[5], row[6]
-        if waiting or holding or lapsed or not _fits(claim, quota, row[7:]):
-            return None
+        if row[4] or row[5] or row[6] or not _fits(claim, quota, row[7:]):
+            return None  # someone waits, the token holds, a lease lapsed, or no room
         if claim.default_quota is not None and sources.get("default") != claim.default_quota:
             defaults[claim.namespace] = claim.default_quota
         usage.append(NamespaceUsage(claim.namespace, (row[7] or 0) + claim.units, 0))
-    lite.insert_holders(cur, request, request.claims)
-    lite.count_units(
-        cur, [(c.namespace, holder.project, holder.domain, c.units) for c in request.claims]
-    )
+    expiry, who = now + request.lease, (holder.execution_id, holder.node_id)
+    for claim in request.claims:
+        ns, units = claim.namespace, claim.units
+        cur.execute(_HOLD, (ns, request.token, project, domain, *who, units, now, expiry))
+        cur.execute(_COUNT, (ns, project, domain, units))
     if defaults:
-        lite.store_defaults(cur, defaults, request.now)
+        lite.store_defaults(cur, defaults, now)
     return tuple(usage)
 
 
@@ -94,54 +126,36 @@ def release(
     cur: Cursor, token: str, names: Sequence[str], now: float
 ) -> tuple[NamespaceUsage, ...]:
     """`lite.release`, with the fast path of the module's docstring where it applies."""
-    marks = ", ".join("?" * len(names))
-    gone = cur.execute(
-        f"DELETE FROM resource_holders WHERE token = ? AND namespace IN ({marks})"
-        " RETURNING namespace, project, domain, units",
-        (token, *names),
-    ).fetchall()
-    freed = {row[0] for row in gone}
-    totals = _uncount(cur, [(ns, p, d, -units) for ns, p, d, units in gone])
-    left = [ns for ns in names if ns not in freed]
-    changed = sorted(freed | (lite.drop_waiter_entries(cur, token, left) if left else set()))
-    if not changed:
-        return ()
+    gone = cur.execute(_drop_holders(len(names)), (token, *names)).fetchall()
+    totals = {ns: _uncount(cur, ns, project, domain, units) for ns, project, domain, units in gone}
+    left = [ns for ns in names if ns not in totals]
     if left:
+        changed = sorted(totals.keys() | lite.drop_waiter_entries(cur, token, left))
+        if not changed:
+            return ()
         usage = lite.usage_with_ready(cur, changed, now)
-    else:
-        waiters = lite.load_waiters(cur, changed, live_at=now)
-        if waiters:
-            sources = lite.load_sources(cur, changed)
-            usage = ready_usage(changed, sources, lite.load_usage(cur, changed), waiters, now)
-        else:
-            usage = tuple(NamespaceUsage(ns, totals.get(ns, 0), 0) for ns in changed)
+        _forget_idle(cur, usage)
+        return usage
+    changed = sorted(totals)
+    after = {ns: cur.execute(_AFTER_RELEASE, (ns, now)).fetchone() for ns in changed}
+    if any(waits for waits, _ in after.values()):
+        usage = lite.usage_with_ready(cur, changed, now)
+        _forget_idle(cur, usage)
+        return usage
+    forget = [ns for ns in changed if totals[ns] == 0 and after[ns][1] != 0]
+    if forget:
+        lite.forget_empty(cur, forget)
+    return tuple(NamespaceUsage(ns, totals[ns], 0) for ns in changed)
+
+
+def _uncount(cur: Cursor, namespace: str, project: str, domain: str, units: int) -> int:
+    """Free a holder's units from its three counters; the namespace's total after it. Rows
+    at zero stay (see the module's docstring)."""
+    rows = cur.execute(_UNCOUNT, (namespace, project, domain, -units)).fetchall()
+    return max(0, int(next(in_use for scope, in_use in rows if scope == "")))
+
+
+def _forget_idle(cur: Cursor, usage: Sequence[NamespaceUsage]) -> None:
     idle = [u.namespace for u in usage if u.in_use == 0 and u.waiters == 0]
     if idle:
         lite.forget_empty(cur, idle)
-    return usage
-
-
-def _uncount(cur: Cursor, changes: Sequence[tuple[str, str, str, int]]) -> dict[str, int]:
-    """`lite.count_units` for freed units; returns each namespace's total after it (0 where
-    its counter went)."""
-    deltas: Counter[ScopeKey] = Counter()
-    for ns, project, domain, units in changes:
-        for key in ((ns, ALL, ALL), (ns, project, ALL), (ns, project, domain)):
-            deltas[key] += units
-    if not deltas:
-        return {}
-    rows = ", ".join(["(?, ?, ?, ?)"] * len(deltas))
-    after = cur.execute(
-        f"INSERT INTO resource_usage (namespace, project, domain, in_use) VALUES {rows}"
-        " ON CONFLICT (namespace, project, domain) DO UPDATE SET in_use = in_use + excluded.in_use"
-        " RETURNING namespace, project, domain, in_use",
-        [value for (n, p, d), v in deltas.items() for value in (n, p, d, v)],
-    ).fetchall()
-    spent = sorted({ns for ns, _, _, in_use in after if in_use <= 0})
-    if spent:
-        marks = ", ".join("?" * len(spent))
-        cur.execute(
-            f"DELETE FROM resource_usage WHERE namespace IN ({marks}) AND in_use <= 0",
-            tuple(spent),
-        )
-    return {ns: max(n, 0) for ns, project, domain, n in after if (project, domain) == (ALL, ALL)}

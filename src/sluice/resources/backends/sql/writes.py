@@ -121,7 +121,9 @@ def waiter_row(namespace: str, record: WaiterRecord) -> dict[str, Any]:
 
 
 async def forget_empty(conn: AsyncConnection, namespaces: Sequence[str]) -> None:
-    """Delete quota rows holding only a claim's default where nothing is held or waiting."""
+    """Delete quota rows holding only a claim's default where nothing is held or waiting,
+    then the counters at zero (which SQLite's fast release keeps while a quota is stored) of
+    those namespaces that keep no quota row."""
     await conn.execute(
         sa.delete(QUOTAS).where(
             QUOTAS.c.namespace.in_(namespaces),
@@ -130,6 +132,13 @@ async def forget_empty(conn: AsyncConnection, namespaces: Sequence[str]) -> None
             QUOTAS.c.plugin_quota.is_(None),
             ~sa.exists().where(HOLDERS.c.namespace == QUOTAS.c.namespace),
             ~sa.exists().where(WAITERS.c.namespace == QUOTAS.c.namespace),
+        )
+    )
+    await conn.execute(
+        sa.delete(USAGE).where(
+            USAGE.c.namespace.in_(namespaces),
+            USAGE.c.in_use <= 0,
+            ~sa.exists().where(QUOTAS.c.namespace == USAGE.c.namespace),
         )
     )
 
