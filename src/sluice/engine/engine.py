@@ -39,6 +39,7 @@ from sluice.engine.services import EngineServices, NodeClaims
 from sluice.engine.state import ExecutionState
 from sluice.errors import SluiceError, StoreGoneError
 from sluice.resources import QuotaManager
+from sluice.spec.models import WorkflowSpec
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL, Notifier
 from sluice.store.store import Store
@@ -63,6 +64,8 @@ class EngineParts:
     """Subscribed to, so a put or release wakes the key's waiters."""
     resources: QuotaManager | None = None
     """Subscribed to, and its leases renewed for every live task."""
+    workflows: dict[tuple[str, str, str], WorkflowSpec] | None = None
+    """Workflow specs known already, by (project, domain, workflow key) (Runtime.workflows)."""
 
 
 class Engine:
@@ -84,7 +87,7 @@ class Engine:
         self.scheduling = parts.admission
         self.claims = parts.claims
         self.driver = parts.driver
-        self.ownership = Ownership(services, store, only=self.only)
+        self.ownership = Ownership(services, store, only=self.only, workflows=parts.workflows)
         owned = parts.owned
         self._executions = owned.executions
         self._queue, self._queued = owned.queue, owned.queued
