@@ -36,9 +36,10 @@ from sluice.engine.executor import ExecutionDriver, LostOwnership
 from sluice.engine.owned import OwnedExecutions
 from sluice.engine.ownership import Ownership
 from sluice.engine.services import EngineServices, NodeClaims
-from sluice.engine.state import ExecutionState
+from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import SluiceError, StoreGoneError
 from sluice.resources import QuotaManager
+from sluice.spec.compound import is_compound
 from sluice.spec.models import WorkflowSpec
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL, Notifier
@@ -338,7 +339,37 @@ class Engine:
                 found[1].record.reason = reason
                 found[0].mark_changed(found[1])
         for execution_id in owned:
-            self.enqueue(execution_id)
+            ex = self._executions.get(execution_id)
+            if ex is not None:
+                self.enqueue(execution_id, self._to_resync(ex))
+
+    def _to_resync(self, ex: ExecutionState) -> list[str]:
+        """Every active node, but the launched attempts of plugins that wake their nodes
+        themselves on every change (`wakes_on_change`, the python plugin: its pool's callbacks,
+        in this process, cannot be lost) once this engine launched or re-verified them. Those
+        were most of a big fan-out's resync: 50,000 tasks queued in the pool were each stepped
+        again every resync_interval, for no news."""
+        wakes: dict[str, bool] = {}
+        wanted = []
+        for node in ex.nodes.values():
+            rec = node.record
+            if rec.phase.is_terminal:
+                continue
+            if node.verified and rec.attempt_started_at is not None and not is_compound(node.task):
+                kind = node.task.type
+                if kind not in wakes:
+                    wakes[kind] = self._wakes_on_change(ex, node)
+                if wakes[kind]:
+                    continue
+            wanted.append(node.id)
+        return wanted
+
+    def _wakes_on_change(self, ex: ExecutionState, node: NodeState) -> bool:
+        try:
+            plugin = self.driver.handler.plugins.plugin_for(ex, node)
+        except SluiceError:
+            return False
+        return getattr(plugin, "wakes_on_change", False) is True
 
     async def start(self) -> None:
         for plugin in self.s.registry.plugins.values():
