@@ -1,9 +1,9 @@
-"""Which nodes the engine's resync steps again (Engine._to_resync): every active node, but a
-launched attempt, launched or re-verified by this engine, of a plugin that wakes its nodes
-itself on every change (the python plugin). The resync is the safety net for lost
-notifications: a node that could miss one (not launched yet, waiting for a slot, a claim or
-the cache; an attempt this engine has not verified, e.g. one it took over; another plugin's)
-must stay in it."""
+"""Which nodes the engine's resync steps again (Engine._to_resync): every active node, but
+those waiting for a parallelism slot only (no locks), and an attempt, launched or re-verified
+by this engine, of a plugin that wakes its nodes itself on every change (the python plugin).
+The resync is the safety net for lost notifications: a node that could miss one (not launched
+yet, waiting for a lock, a claim or the cache; an attempt this engine has not verified, e.g.
+one it took over; another plugin's) must stay in it."""
 
 from __future__ import annotations
 
@@ -52,12 +52,20 @@ def test_only_launched_verified_attempts_of_a_self_waking_plugin_are_left_out() 
     ex = execution(
         node("running", "python", attempt_started_at=NOW, verified=True),
         node("taken_over", "python", attempt_started_at=NOW, verified=False),
-        node("waiting_for_a_slot", "python", queued=True),
+        node("waiting_for_a_slot", "python", queued=True, lock_names=frozenset()),
+        node("waiting_for_a_lock", "python", queued=True, lock_names=frozenset({"db/p1"})),
+        node("waiting_for_the_cache", "python", waiting_since=NOW),
         node("not_started", "python", phase=NodePhase.NOT_STARTED),
         node("other_plugin", "shell", attempt_started_at=NOW, verified=True),
         node("done", "python", attempt_started_at=NOW, verified=True, phase=NodePhase.SUCCEEDED),
     )
-    assert to_resync(ex) == ["taken_over", "waiting_for_a_slot", "not_started", "other_plugin"]
+    assert to_resync(ex) == [
+        "taken_over",
+        "waiting_for_a_lock",
+        "waiting_for_the_cache",
+        "not_started",
+        "other_plugin",
+    ]
 
 
 def test_the_python_plugin_says_it_wakes_its_nodes() -> None:

@@ -344,16 +344,20 @@ class Engine:
                 self.enqueue(execution_id, self._to_resync(ex))
 
     def _to_resync(self, ex: ExecutionState) -> list[str]:
-        """Every active node, but the launched attempts of plugins that wake their nodes
-        themselves on every change (`wakes_on_change`, the python plugin: its pool's callbacks,
-        in this process, cannot be lost) once this engine launched or re-verified them. Those
-        were most of a big fan-out's resync: 50,000 tasks queued in the pool were each stepped
+        """Every active node but two kinds, whose wake-up cannot be lost, as it comes from
+        this process: nodes waiting for a parallelism slot only (no locks: the admission after
+        every reconcile gives them their slot), and the launched attempts of plugins that wake
+        their nodes themselves on every change (`wakes_on_change`, the python plugin: its
+        pool's callbacks) once this engine launched or re-verified them. They were most of a
+        big fan-out's resync: every task waiting for a slot or queued in the pool was stepped
         again every resync_interval, for no news."""
         wakes: dict[str, bool] = {}
         wanted = []
         for node in ex.nodes.values():
             rec = node.record
             if rec.phase.is_terminal:
+                continue
+            if node.queued and not node.lock_names and rec.attempt_started_at is None:
                 continue
             if node.verified and rec.attempt_started_at is not None and not is_compound(node.task):
                 kind = node.task.type
