@@ -406,10 +406,13 @@ class Engine:
     async def stop(self) -> None:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
-        for task in self._tasks:
+        # The phase reloads too: one left running would hold a store connection past the
+        # store's close, to be reset by the garbage collector, later, in another event loop.
+        tasks = [*self._tasks, *self._background]
+        for task in tasks:
             task.cancel()
-        if self._tasks:
-            _, stuck = await asyncio.wait(self._tasks, timeout=_STOP_GRACE)
+        if tasks:
+            _, stuck = await asyncio.wait(tasks, timeout=_STOP_GRACE)
             for task in stuck:  # never hang a shutdown on a loop that ignored its cancel
                 log.error("engine loop %s did not stop within %ss", task.get_name(), _STOP_GRACE)
         self.scheduling.cancel_timers()
