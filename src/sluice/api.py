@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sluice.config import Settings, load_config
+from sluice.engine.collector import collector_for_run
 from sluice.errors import SluiceError
 from sluice.service import RunRequest, Sluice
 from sluice.spec.phases import ExecutionPhase
@@ -18,8 +19,9 @@ async def run_async(
 ) -> ExecutionRecord:
     """Launch `target` and drive it to the end in this process; the final record."""
     request = RunRequest.of(target, inputs)
-    async with await Sluice.open(settings or load_config(), role="run") as service:
-        return await service.run_to_end(request)
+    with collector_for_run():
+        async with await Sluice.open(settings or load_config(), role="run") as service:
+            return await service.run_to_end(request)
 
 
 async def events_of(execution_id: str, settings: Settings | None = None) -> list[EventRecord]:

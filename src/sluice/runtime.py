@@ -74,6 +74,7 @@ def compose_engine(
     cache_config: CacheConfig | None = None,
     resources: QuotaManager | None = None,
     resources_config: ResourcesConfig | None = None,
+    workflows: dict[tuple[str, str, str], WorkflowSpec] | None = None,
 ) -> Engine:
     """An engine and its parts: admission under the lock rules, the cache gate on `catalog`
     and the claims gate on `resources` (the no-op gates without them), and the driver."""
@@ -88,7 +89,7 @@ def compose_engine(
     if resources is not None:
         claims = ClaimsGate(resources, admission.capacity, admission.wait_for_resources, clock)
     driver = ExecutionDriver(services, admission, store, notifier, cache, claims)
-    parts = EngineParts(owned, admission, driver, claims, catalog, resources)
+    parts = EngineParts(owned, admission, driver, claims, catalog, resources, workflows)
     return Engine(services, store, notifier, parts, only=only)
 
 
@@ -103,6 +104,11 @@ class Runtime:
         self.secrets = EnvSecrets()
         self.notifier = Notifier(store.db, self.instance_id, clock=clock)
         self.registry: PluginRegistry | None = None
+        self.workflows: dict[tuple[str, str, str], WorkflowSpec] = {}
+        """Workflow specs by (project, domain, workflow key) that this process launched from
+        its own definitions, or that its engines read: a spec is immutable once stored, and a
+        definition's version is the digest of its content, so the store holds the same one.
+        Spares a run reading and validating back the spec it just wrote."""
         self.catalog: Catalog | None = None
         self._log_files: LogFiles | None = None
         self.task_logs: TaskLogSink | None = None
@@ -219,6 +225,7 @@ class Runtime:
             cache_config=self.settings.cache,
             resources=self.resources,
             resources_config=self.settings.resources,
+            workflows=self.workflows,
         )
 
     async def open_catalog(self) -> Catalog:
@@ -247,9 +254,11 @@ class Runtime:
     ) -> ExecutionRecord:
         workflow, launch_plan = resolve_target(target)
         await self.check_tasks(workflow, options)
-        return await self.launch_spec(
+        record = await self.launch_spec(
             workflow, launch_plan, inputs, project=project, domain=domain, options=options
         )
+        self.workflows[(record.project, record.domain, record.workflow_key)] = workflow
+        return record
 
     async def launch_spec(
         self,

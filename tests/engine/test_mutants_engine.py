@@ -33,6 +33,7 @@ class FakeNode:
     task: TaskSpec
     admitted: bool = False
     queued: bool = False
+    context: Any = None
 
     @property
     def id(self) -> str:
@@ -222,7 +223,7 @@ async def test_a_timed_out_task_is_aborted_and_fails_retryably() -> None:
     async def apply(ex: Any, node: Any, info: PhaseInfo) -> None:
         applied.append(info)
 
-    handler._call = recorder.call  # type: ignore[method-assign]
+    handler.plugins.call = recorder.call  # type: ignore[method-assign]
     handler.apply = apply  # type: ignore[method-assign]
     await handler._time_out(FakeExecution(), make_node(timeout=7.5))  # type: ignore[arg-type]
     assert recorder.calls == ["abort"]
@@ -269,7 +270,7 @@ def test_a_plugin_call_gets_the_cap_or_the_time_left(
     handler, _ = make_handler(clock, plugin_call_timeout=60.0)
     node = make_node(timeout=timeout, attempt_started_at=NOW)
     clock.advance(elapsed)
-    assert handler._limit(node, method) == expected  # type: ignore[arg-type]
+    assert handler.plugins.limit(node, method) == expected  # type: ignore[arg-type]
 
 
 async def test_a_call_past_the_deadline_is_refused_without_running() -> None:
@@ -284,7 +285,7 @@ async def test_a_call_past_the_deadline_is_refused_without_running() -> None:
         return "x"
 
     with pytest.raises(PluginCallTimeout) as caught:
-        await handler._bounded(node, "handle", call)  # type: ignore[arg-type]
+        await handler.plugins.bounded(node, "handle", call)  # type: ignore[arg-type]
     assert (caught.value.method, caught.value.seconds, caught.value.by_task_timeout) == (
         "handle",
         0.0,
@@ -299,7 +300,7 @@ async def test_a_call_within_its_bound_returns_its_result() -> None:
     async def call() -> str:
         return "done"
 
-    assert await handler._bounded(make_node(), "handle", call) == "done"  # type: ignore[arg-type]
+    assert await handler.plugins.bounded(make_node(), "handle", call) == "done"  # type: ignore[arg-type]
 
 
 async def test_an_overrunning_call_is_cancelled_and_reported() -> None:
@@ -314,14 +315,14 @@ async def test_an_overrunning_call_is_cancelled_and_reported() -> None:
             raise
 
     with pytest.raises(PluginCallTimeout) as caught:
-        await handler._bounded(make_node(), "abort", call)  # type: ignore[arg-type]
+        await handler.plugins.bounded(make_node(), "abort", call)  # type: ignore[arg-type]
     assert (caught.value.method, caught.value.seconds, caught.value.by_task_timeout) == (
         "abort",
         0.01,
         False,
     )
     assert cancelled.is_set()
-    assert handler.calls.abandoned == set()
+    assert handler.plugins.calls.abandoned == set()
 
 
 async def test_an_overrun_failing_on_cancel_still_reports_the_timeout() -> None:
@@ -334,7 +335,7 @@ async def test_an_overrun_failing_on_cancel_still_reports_the_timeout() -> None:
             raise RuntimeError("cleanup failed") from None
 
     with pytest.raises(PluginCallTimeout):
-        await handler._bounded(make_node(), "finalize", call)  # type: ignore[arg-type]
+        await handler.plugins.bounded(make_node(), "finalize", call)  # type: ignore[arg-type]
 
 
 async def test_a_call_swallowing_its_cancellation_is_abandoned_not_awaited() -> None:
@@ -349,14 +350,14 @@ async def test_a_call_swallowing_its_cancellation_is_abandoned_not_awaited() -> 
     try:
         with pytest.raises(PluginCallTimeout):
             # A bound on liveness, not a timing assertion: _bounded must give up on the call.
-            await asyncio.wait_for(handler._bounded(make_node(), "handle", stubborn), 10)
-        [future] = handler.calls.abandoned
+            await asyncio.wait_for(handler.plugins.bounded(make_node(), "handle", stubborn), 10)
+        [future] = handler.plugins.calls.abandoned
         assert not future.done()
     finally:
         let_go.set()  # the stubborn call ends, whatever happened above
     await asyncio.wait({future}, timeout=10)
     await asyncio.sleep(0)
-    assert handler.calls.abandoned == set()
+    assert handler.plugins.calls.abandoned == set()
 
 
 # finalize and abort
@@ -364,7 +365,7 @@ async def test_a_call_swallowing_its_cancellation_is_abandoned_not_awaited() -> 
 
 def _wired(handler: TaskHandler) -> Recorder:
     recorder = Recorder()
-    handler._call = recorder.call  # type: ignore[method-assign]
+    handler.plugins.call = recorder.call  # type: ignore[method-assign]
     handler.claims = recorder  # type: ignore[assignment]
     handler.cache = recorder  # type: ignore[assignment]
     return recorder

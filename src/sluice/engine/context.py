@@ -73,7 +73,8 @@ class PendingOutputs:
 
 
 class NodeContext:
-    """A TaskExecutionContext for one call of a plugin on one node attempt."""
+    """A TaskExecutionContext for the calls of a plugin on one node attempt (kept by the
+    engine for the attempt: engine/invoker.py)."""
 
     def __init__(
         self,
@@ -87,8 +88,10 @@ class NodeContext:
         clock: Clock,
         refresh: Callable[[], None],
         log_writer: TaskLogWriter | None = None,
+        plugin_id: str = "",
     ) -> None:
         self.metadata = metadata
+        self.plugin_id = plugin_id
         self.task = task
         self.inputs = inputs
         self.outputs = PendingOutputs()

@@ -36,9 +36,11 @@ from sluice.engine.executor import ExecutionDriver, LostOwnership
 from sluice.engine.owned import OwnedExecutions
 from sluice.engine.ownership import Ownership
 from sluice.engine.services import EngineServices, NodeClaims
-from sluice.engine.state import ExecutionState
+from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import SluiceError, StoreGoneError
 from sluice.resources import QuotaManager
+from sluice.spec.compound import is_compound
+from sluice.spec.models import WorkflowSpec
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.notify import EXECUTIONS_CHANNEL, WAKE_ALL, Notifier
 from sluice.store.store import Store
@@ -63,6 +65,8 @@ class EngineParts:
     """Subscribed to, so a put or release wakes the key's waiters."""
     resources: QuotaManager | None = None
     """Subscribed to, and its leases renewed for every live task."""
+    workflows: dict[tuple[str, str, str], WorkflowSpec] | None = None
+    """Workflow specs known already, by (project, domain, workflow key) (Runtime.workflows)."""
 
 
 class Engine:
@@ -84,7 +88,7 @@ class Engine:
         self.scheduling = parts.admission
         self.claims = parts.claims
         self.driver = parts.driver
-        self.ownership = Ownership(services, store, only=self.only)
+        self.ownership = Ownership(services, store, only=self.only, workflows=parts.workflows)
         owned = parts.owned
         self._executions = owned.executions
         self._queue, self._queued = owned.queue, owned.queued
@@ -335,7 +339,41 @@ class Engine:
                 found[1].record.reason = reason
                 found[0].mark_changed(found[1])
         for execution_id in owned:
-            self.enqueue(execution_id)
+            ex = self._executions.get(execution_id)
+            if ex is not None:
+                self.enqueue(execution_id, self._to_resync(ex))
+
+    def _to_resync(self, ex: ExecutionState) -> list[str]:
+        """Every active node but two kinds, whose wake-up cannot be lost, as it comes from
+        this process: nodes waiting for a parallelism slot only (no locks: the admission after
+        every reconcile gives them their slot), and the launched attempts of plugins that wake
+        their nodes themselves on every change (`wakes_on_change`, the python plugin: its
+        pool's callbacks) once this engine launched or re-verified them. They were most of a
+        big fan-out's resync: every task waiting for a slot or queued in the pool was stepped
+        again every resync_interval, for no news."""
+        wakes: dict[str, bool] = {}
+        wanted = []
+        for node in ex.nodes.values():
+            rec = node.record
+            if rec.phase.is_terminal:
+                continue
+            if node.queued and not node.lock_names and rec.attempt_started_at is None:
+                continue
+            if node.verified and rec.attempt_started_at is not None and not is_compound(node.task):
+                kind = node.task.type
+                if kind not in wakes:
+                    wakes[kind] = self._wakes_on_change(ex, node)
+                if wakes[kind]:
+                    continue
+            wanted.append(node.id)
+        return wanted
+
+    def _wakes_on_change(self, ex: ExecutionState, node: NodeState) -> bool:
+        try:
+            plugin = self.driver.handler.plugins.plugin_for(ex, node)
+        except SluiceError:
+            return False
+        return getattr(plugin, "wakes_on_change", False) is True
 
     async def start(self) -> None:
         for plugin in self.s.registry.plugins.values():
@@ -368,10 +406,13 @@ class Engine:
     async def stop(self) -> None:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
-        for task in self._tasks:
+        # The phase reloads too: one left running would hold a store connection past the
+        # store's close, to be reset by the garbage collector, later, in another event loop.
+        tasks = [*self._tasks, *self._background]
+        for task in tasks:
             task.cancel()
-        if self._tasks:
-            _, stuck = await asyncio.wait(self._tasks, timeout=_STOP_GRACE)
+        if tasks:
+            _, stuck = await asyncio.wait(tasks, timeout=_STOP_GRACE)
             for task in stuck:  # never hang a shutdown on a loop that ignored its cancel
                 log.error("engine loop %s did not stop within %ss", task.get_name(), _STOP_GRACE)
         self.scheduling.cancel_timers()

@@ -58,6 +58,9 @@ class ExecutionDriver:
                 return  # ended by the reconcile this one waited for: nothing left to do
             if ex.record.phase is ExecutionPhase.QUEUED:
                 self._set_phase(ex, ExecutionPhase.RUNNING, started_at=self.s.clock.now())
+                # Written alone, so that the first nodes' writes (every node of a fan-out)
+                # take the compiled path of a reconcile that leaves the phase as it is.
+                await self._store(ex)
             if ex.record.phase in (ExecutionPhase.ABORTING, ExecutionPhase.FAILING):
                 await self._stop_all(ex)
             else:
@@ -221,8 +224,13 @@ class ExecutionDriver:
     async def persist(self, ex: ExecutionState) -> None:
         """Write changed nodes, new events and the execution's phase in one transaction,
         each node a compare-and-swap on its version, under this engine's ownership."""
+        if await self._store(ex):
+            crash_point("engine.after_persist")
+
+    async def _store(self, ex: ExecutionState) -> bool:
+        """persist without its crash point; False when there was nothing to write."""
         if not (ex.changed or ex.events or ex.execution_changed):
-            return
+            return False
         until = self.s.clock.now() + self.s.config.execution_lease
         inserts = any(not ex.nodes[node_id].stored for node_id in ex.changed)  # new children
         if self._writes is not None and not ex.execution_changed and not inserts:
@@ -234,7 +242,7 @@ class ExecutionDriver:
         ex.changed.clear()
         ex.events.clear()
         ex.execution_changed = False
-        crash_point("engine.after_persist")
+        return True
 
     async def _write_nodes(self, ex: ExecutionState, until: float) -> None:
         """The common reconcile (nodes and events, the execution's phase unchanged) on

@@ -15,66 +15,38 @@ Rules:
   RESERVATION_LOST) records why, and the node starts its attempt afresh (same attempt
   number: not a user retry) through the cache gate, admission and claims, waiting there
   until it is granted again.
-- Every plugin call (handle, abort, finalize) is bounded by engine.plugin_call_timeout and,
-  while the task's deadline is ahead, by the task's remaining timeout. An overrun call is
-  cancelled (and abandoned if it swallows the cancellation); a handle cut by the task's
-  deadline times the task out (a Timeout error, as any task timeout), one cut by the cap fails
-  the attempt as a retryable SYSTEM error (PluginTimeout). Both are recorded with an event and
-  a reason. A handle() still running after a second goes on in the background and the node is
-  stepped again when it returns or overruns, so no plugin holds its execution's reconcile (the
-  execution's lock) or a reconcile worker for long; a node never has two handle() calls at once.
+- Plugin calls (handle, abort, finalize) go through the PluginInvoker (engine/invoker.py):
+  each is bounded by engine.plugin_call_timeout and, while the task's deadline is ahead, by the
+  task's remaining timeout. An overrun call is cancelled (and abandoned if it swallows the
+  cancellation); a handle cut by the task's deadline times the task out (a Timeout error, as
+  any task timeout), one cut by the cap fails the attempt as a retryable SYSTEM error
+  (PluginTimeout). Both are recorded with an event and a reason. A slow handle() goes on in
+  the background and the node is stepped again when it returns or overruns.
 - Aborting, failing or finishing gives back every token and withdraws every waiter entry the
   node has in the resource manager (ClaimsGate.release).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import traceback
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TypeVar
 
 from sluice.engine import lifecycle
-from sluice.engine.bindings import check_outputs
 from sluice.engine.cache_gate import NO_CACHE
-from sluice.engine.calls import PluginCalls, PluginCallTimeout, start_call
 from sluice.engine.claims import NO_CLAIMS
-from sluice.engine.context import NodeContext, PendingState
 from sluice.engine.holdings import NodeHoldings
+from sluice.engine.invoker import PENDING, PluginInvoker
 from sluice.engine.services import EngineServices, NodeAdmission, NodeCache, NodeClaims
 from sluice.engine.state import ExecutionState, NodeState
-from sluice.errors import InputError, PluginNotFoundError, SluiceError
+from sluice.errors import PluginNotFoundError, SluiceError
 from sluice.faults import crash_point
 from sluice.locks.names import lock_names
-from sluice.plugins.core.context import TaskExecutionMetadata
-from sluice.plugins.core.phase import ErrorKind, ExecutionError, Phase, PhaseInfo, Transition
-from sluice.plugins.core.plugin import Plugin
+from sluice.plugins.core.phase import ErrorKind, ExecutionError, Phase, PhaseInfo
 from sluice.spec.phases import NodePhase
 from sluice.store.records import EventRecord
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 _REVERIFY_RETRY = 1.0
 """Seconds before a node whose stores could not be asked is re-verified again."""
-_STEP_BUDGET = 1.0
-"""Seconds a reconcile waits for one handle() call. A slower call goes on in the background,
-bounded all the same, and the node is stepped again when it returns or overruns: a slow or
-hung plugin never holds its execution's reconcile (nor a reconcile worker) for longer."""
-_PENDING = object()
-"""What _invoke returns while a handle() call goes on in the background."""
-
-
-@dataclass
-class _HandleCall:
-    future: asyncio.Future[PhaseInfo]
-    ctx: NodeContext
-    plugin_id: str
-    until: float
-    """Clock time by which the call must have returned."""
-    limit: float
-    by_task: bool
 
 
 class TaskHandler:
@@ -89,9 +61,7 @@ class TaskHandler:
         self.scheduling = scheduling
         self.cache = cache
         self.claims = claims
-        self.calls = PluginCalls()
-        self._handles: dict[tuple[str, str], _HandleCall] = {}
-        """handle() calls still running in the background, by (execution id, node id)."""
+        self.plugins = PluginInvoker(services, scheduling)
 
     async def step(self, ex: ExecutionState, node: NodeState) -> None:
         rec = node.record
@@ -119,10 +89,10 @@ class TaskHandler:
             await self._time_out(ex, node)
             return
         await self._heartbeat(ex, node)
-        info = await self._invoke(ex, node)
+        info = await self.plugins.handle(ex, node)
         if launching:
             crash_point("engine.after_launch")
-        if info is _PENDING:  # stepped again when the call returns or overruns
+        if info is PENDING:  # stepped again when the call returns or overruns
             return
         if info is None:  # the task's deadline passed while handle() ran
             await self._time_out(ex, node)
@@ -160,8 +130,8 @@ class TaskHandler:
         holds) and start it afresh: same attempt number, not a retry."""
         rec = node.record
         log.warning("stopping the attempt of %s/%s: %s", ex.id, node.id, why)
-        self._drop_handle(ex, node)
-        await self._call(ex, node, "abort")
+        self.plugins.drop(ex, node)
+        await self.plugins.call(ex, node, "abort")
         await self.finalize(ex, node)
         reason = f"attempt stopped: {why}; it starts again once granted"
         ex.events.append(
@@ -182,7 +152,7 @@ class TaskHandler:
         if not node.task.metadata.cache.enabled:
             return False
         try:
-            return not self.plugin_for(ex, node).properties.disable_node_level_caching
+            return not self.plugins.plugin_for(ex, node).properties.disable_node_level_caching
         except PluginNotFoundError:
             return False
 
@@ -253,142 +223,15 @@ class TaskHandler:
             self.scheduling.wake_at(ex.id, node.id, now + timeout)
 
     def _timed_out(self, node: NodeState, now: float) -> bool:
-        deadline = self._deadline(node)
+        deadline = self.plugins.deadline(node)
         return deadline is not None and now >= deadline
-
-    @staticmethod
-    def _deadline(node: NodeState) -> float | None:
-        timeout = node.task.metadata.timeout
-        started = node.record.attempt_started_at
-        return None if timeout is None or started is None else started + timeout
 
     async def _time_out(self, ex: ExecutionState, node: NodeState) -> None:
         timeout = node.task.metadata.timeout
-        self._drop_handle(ex, node)
-        await self._call(ex, node, "abort")
+        self.plugins.drop(ex, node)
+        await self.plugins.call(ex, node, "abort")
         info = PhaseInfo.retryable_failure("Timeout", f"task timed out after {timeout}s")
         await self.apply(ex, node, info)
-
-    def plugin_for(self, ex: ExecutionState, node: NodeState) -> Plugin:
-        overrides = ex.record.options.get("plugin_overrides", {}).get(node.task.type, ())
-        return self.s.registry.resolve(node.task.type, overrides)
-
-    def context(self, ex: ExecutionState, node: NodeState, plugin_id: str) -> NodeContext:
-        rec = node.record
-        meta = TaskExecutionMetadata(
-            execution_id=ex.id,
-            project=ex.record.project,
-            domain=ex.record.domain,
-            node_id=node.id,
-            attempt=rec.attempt,
-            task_name=node.task.name,
-            max_attempts=node.task.metadata.retries + 1,
-            interruptible=node.task.metadata.interruptible,
-            engine_id=self.s.engine_id,
-            labels={"execution-id": ex.id, "node-id": node.id},
-        )
-        return NodeContext(
-            metadata=meta,
-            task=node.task,
-            inputs=rec.inputs or {},
-            state=PendingState(rec.plugin_state_version, rec.plugin_state),
-            resource_manager=lambda: self.scheduling.resource_manager(plugin_id, ex.id, node.id),
-            secrets=self.s.secrets,
-            clock=self.s.clock,
-            refresh=lambda: self.scheduling.refresh(ex.id, node.id),
-            log_writer=self.s.logs.writer(ex.id, node.id, rec.attempt) if self.s.logs else None,
-        )
-
-    async def _invoke(self, ex: ExecutionState, node: NodeState) -> PhaseInfo | object | None:
-        """What the plugin's handle() reports; None when the task's deadline cut it short;
-        _PENDING while the call goes on in the background (within its bound)."""
-        key = (ex.id, node.id)
-        call = self._handles.pop(key, None)
-        if call is None:
-            try:
-                plugin = self.plugin_for(ex, node)
-            except PluginNotFoundError as exc:
-                return PhaseInfo.permanent_failure("PluginNotFound", str(exc), ErrorKind.SYSTEM)
-            limit, by_task = self._limit(node, "handle")
-            if limit <= 0:
-                return None
-            ctx = self.context(ex, node, plugin.id)
-            inline = plugin.properties.inline_calls
-            future = await start_call(self._handle(plugin, ctx), inline)
-            until = self.s.clock.now() + limit
-            call = _HandleCall(future, ctx, plugin.id, until, limit, by_task)
-            try:
-                if not future.done():
-                    await asyncio.wait({future}, timeout=min(limit, _STEP_BUDGET))
-            except asyncio.CancelledError:
-                future.cancel()
-                raise
-            if not future.done() and limit > _STEP_BUDGET:
-                self._handles[key] = call
-                future.add_done_callback(lambda _: self.scheduling.refresh(ex.id, node.id))
-                self.scheduling.wake_at(ex.id, node.id, until)
-                return _PENDING
-        elif not call.future.done() and self.s.clock.now() < call.until:
-            self._handles[key] = call
-            return _PENDING
-        return self._handled(ex, node, call)
-
-    @staticmethod
-    async def _handle(plugin: Plugin, ctx: NodeContext) -> PhaseInfo:
-        transition = await plugin.handle(ctx)
-        if not isinstance(transition, Transition):
-            raise TypeError(f"handle() returned {transition!r}, not a Transition")
-        return transition.info
-
-    def _handled(self, ex: ExecutionState, node: NodeState, call: _HandleCall) -> PhaseInfo | None:
-        """The outcome of a handle() call that returned, raised or overran its bound."""
-        future, plugin_id = call.future, call.plugin_id
-        if not future.done():
-            self.calls.abandon(future, "handle")
-            exc = PluginCallTimeout("handle", call.limit, call.by_task)
-            log.warning("plugin %s on %s/%s: %s", plugin_id, ex.id, node.id, exc)
-            if call.by_task:
-                return None
-            info = PhaseInfo.system_retryable_failure(
-                "PluginTimeout", f"plugin {plugin_id!r} {exc}"
-            )
-        elif future.cancelled():
-            info = PhaseInfo.system_retryable_failure(
-                "PluginError", f"plugin {plugin_id!r}: handle() was cancelled"
-            )
-        elif (error := future.exception()) is not None:
-            log.warning("plugin %s failed on %s/%s: %r", plugin_id, ex.id, node.id, error)
-            text = "".join(traceback.format_exception(error))
-            info = PhaseInfo.system_retryable_failure(
-                "PluginError", f"plugin {plugin_id!r} raised {error!r}\n{text}"
-            )
-        else:
-            info = future.result()
-        ctx = call.ctx
-        if ctx.state.written:
-            node.record.plugin_state = ctx.state.value
-            node.record.plugin_state_version = ctx.state.state_version
-            ex.mark_changed(node)
-        if info.phase is Phase.SUCCESS:
-            info = self._take_outputs(node, ctx.outputs.values, info)
-        return info
-
-    def _drop_handle(self, ex: ExecutionState, node: NodeState) -> None:
-        """Cancel a handle() call still running in the background: the attempt is over."""
-        call = self._handles.pop((ex.id, node.id), None)
-        if call is not None:
-            self.calls.abandon(call.future, "handle")
-
-    def _take_outputs(
-        self, node: NodeState, written: dict[str, object] | None, info: PhaseInfo
-    ) -> PhaseInfo:
-        try:
-            node.record.outputs = check_outputs(
-                node.task.interface, written, f"task {node.task.name!r}"
-            )
-        except InputError as exc:
-            return PhaseInfo.permanent_failure("OutputsError", str(exc))
-        return info
 
     async def apply(self, ex: ExecutionState, node: NodeState, info: PhaseInfo) -> None:
         """Record what the plugin reported; on a terminal phase, finish the attempt."""
@@ -447,7 +290,8 @@ class TaskHandler:
 
     async def _finish_attempt(self, ex: ExecutionState, node: NodeState, info: PhaseInfo) -> None:
         if info.phase.is_failure() and info.cleanup_on_failure:
-            await self._call(ex, node, "abort")  # the plugin asks for its remote work to be stopped
+            # The plugin asks for its remote work to be stopped.
+            await self.plugins.call(ex, node, "abort")
         await self.finalize(ex, node)
         if self._caches(ex, node):
             await self.cache.after_attempt(ex, node, info.phase is Phase.SUCCESS)
@@ -489,9 +333,10 @@ class TaskHandler:
 
     async def finalize(self, ex: ExecutionState, node: NodeState) -> None:
         """Call the plugin's finalize (always, once the attempt is over) and free the slot."""
-        self._drop_handle(ex, node)
+        self.plugins.drop(ex, node)
         if self._started(node):
-            await self._call(ex, node, "finalize")
+            await self.plugins.call(ex, node, "finalize")
+        self.plugins.forget_context(node)  # the attempt is over: a later call makes its own
         if self.s.logs is not None:  # the attempt's log is flushed and closed in the background
             self.s.logs.end(ex.id, node.id, node.record.attempt)
         if lifecycle.leave_slot(node):
@@ -505,39 +350,6 @@ class TaskHandler:
         rec = node.record
         return node.admitted or rec.plugin_state is not None or rec.attempt_started_at is not None
 
-    async def _call(self, ex: ExecutionState, node: NodeState, method: str) -> None:
-        try:
-            plugin = self.plugin_for(ex, node)
-            ctx = self.context(ex, node, plugin.id)
-            call = getattr(plugin, method)
-            await self._bounded(node, method, lambda: call(ctx), plugin.properties.inline_calls)
-        except PluginNotFoundError:
-            return
-        except PluginCallTimeout as exc:
-            log.warning("plugin %s of %s/%s: %s", method, ex.id, node.id, exc)
-        except Exception:
-            log.warning("plugin %s of %s/%s failed", method, ex.id, node.id, exc_info=True)
-
-    async def _bounded(
-        self, node: NodeState, method: str, call: Callable[[], Awaitable[T]], inline: bool = False
-    ) -> T:
-        """Run one plugin call within its bound (`_limit`): see engine/calls.py."""
-        limit, by_task = self._limit(node, method)
-        return await self.calls.bounded(call, method, limit, by_task, inline)
-
-    def _limit(self, node: NodeState, method: str) -> tuple[float, bool]:
-        """(seconds, cut by the task's deadline) allowed to one call: the cap, or the time left
-        to the task when less; 0 for a handle() once the deadline has passed. A cleanup call
-        after the deadline gets the cap: it must have its chance to stop remote work."""
-        cap = self.s.config.plugin_call_timeout
-        deadline = self._deadline(node)
-        if deadline is None:
-            return cap, False
-        left = deadline - self.s.clock.now()
-        if left <= 0:
-            return (0.0, True) if method == "handle" else (cap, False)
-        return (left, True) if left < cap else (cap, False)
-
     async def abort(self, ex: ExecutionState, node: NodeState, reason: str) -> None:
         """Stop a node: abort and finalize a started task, skip one that never started."""
         rec = node.record
@@ -547,9 +359,9 @@ class TaskHandler:
             return
         if rec.phase is not NodePhase.RUNNING:
             return
-        self._drop_handle(ex, node)
+        self.plugins.drop(ex, node)
         if self._started(node):
-            await self._call(ex, node, "abort")
+            await self.plugins.call(ex, node, "abort")
         await self.finalize(ex, node)
         await self.cache.release(ex, node)
         rec.next_attempt_at = None

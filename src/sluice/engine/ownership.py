@@ -46,12 +46,18 @@ def dead_local_owner(owner: str | None) -> bool:
 
 class Ownership:
     def __init__(
-        self, services: EngineServices, store: Store, *, only: Collection[str] | None
+        self,
+        services: EngineServices,
+        store: Store,
+        *,
+        only: Collection[str] | None,
+        workflows: dict[tuple[str, str, str], WorkflowSpec] | None = None,
     ) -> None:
         self.s = services
         self.store = store
         self.only = only
-        self._workflows: dict[tuple[str, str, str], WorkflowSpec] = {}
+        self._workflows = {} if workflows is None else workflows
+        """Specs by (project, domain, workflow key): immutable once stored, read once."""
         self._load_failures: dict[str, tuple[int, float]] = {}
         """Execution id -> (consecutive failed loads, no new try before)."""
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluice.engine.context import NodeContext
 from sluice.plugins.core.phase import Phase
 from sluice.resources.models import Holder
 from sluice.spec.models import NodeSpec, TaskSpec, WorkflowSpec
@@ -47,6 +48,8 @@ class NodeState:
     the active children only."""
     stored: bool = True
     """The store has this node's row (a child created at run time has none until persisted)."""
+    context: NodeContext | None = None
+    """What the plugin sees of the current attempt, kept for its calls (engine/invoker.py)."""
 
     @property
     def id(self) -> str:

@@ -84,10 +84,12 @@ async def controller_if_pending(
 
 
 async def _calls_launch_plans(runtime: Runtime, record: ExecutionRecord) -> bool:
-    async with runtime.store.read() as repos:
-        workflow = await repos.specs.get_workflow(
-            record.project, record.domain, record.workflow_name, record.workflow_version
-        )
+    workflow = runtime.workflows.get((record.project, record.domain, record.workflow_key))
+    if workflow is None:
+        async with runtime.store.read() as repos:
+            workflow = await repos.specs.get_workflow(
+                record.project, record.domain, record.workflow_name, record.workflow_version
+            )
     return workflow is not None and any(
         task.type == LAUNCH_PLAN_TYPE for task in workflow.tasks.values()
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import json
+import operator
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -61,6 +62,13 @@ class ReconcileWrites:
         self._db = db
         nodes = schema.node_executions
         self._node_columns = _columns(nodes, (*_KEYS, "version"))
+        node_names = [name for name, _ in self._node_columns]
+        self._node_values = operator.attrgetter(*node_names)
+        sample = NodeRecord("", "")  # its enum fields default to members: they are stored as values
+        self._node_json = [i for i, (_, is_json) in enumerate(self._node_columns) if is_json]
+        self._node_enums = [
+            i for i, name in enumerate(node_names) if isinstance(getattr(sample, name), enum.Enum)
+        ]
         assignments = ", ".join(f"{name} = ?" for name, _ in self._node_columns)
         self._update_node = (
             f"UPDATE {nodes.name} SET {assignments}, version = ? "
@@ -81,14 +89,12 @@ class ReconcileWrites:
         return cls(db) if db.dialect == "sqlite" else None
 
     def _node_row(self, record: NodeRecord) -> tuple[Any, ...]:
-        values = []
-        for name, is_json in self._node_columns:
-            value = getattr(record, name)
-            if is_json:
-                value = _json(value)
-            elif isinstance(value, enum.Enum):
-                value = value.value
-            values.append(value)
+        values = list(self._node_values(record))  # every column in one C call
+        for i in self._node_json:
+            values[i] = _json(values[i])
+        for i in self._node_enums:
+            if isinstance(values[i], enum.Enum):
+                values[i] = values[i].value
         return (*values, record.version + 1, record.execution_id, record.node_id, record.version)
 
     def _event_row(self, event: EventRecord) -> tuple[Any, ...]:

@@ -44,6 +44,13 @@ class PythonPlugin:
         return _PROPERTIES
 
     @property
+    def wakes_on_change(self) -> bool:
+        """A submitted job wakes its node itself (ctx.refresh) when it starts running, ends or
+        its worker dies, from the pool's callbacks in this process: the engine's resync need not
+        step it again for news (engine/engine.py)."""
+        return True
+
+    @property
     def pool(self) -> WorkerPool:
         if self._pool is None:
             self._pool = (
