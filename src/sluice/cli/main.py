@@ -136,13 +136,23 @@ class LazyGroup(click.Group):
             self.add_command(command, cmd_name)
         return self.commands.get(cmd_name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] == "run" and not HELP_OPTIONS.intersection(args[1:]):
+            _start_early_worker(ctx)
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][2]) for name in sorted(COMMANDS)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+HELP_OPTIONS = frozenset({"-h", "--help"})
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": sorted(HELP_OPTIONS)})
 @click.option(
     "--config", "config_path", metavar="PATH", help="TOML config file (or SLUICE_CONFIG)."
 )
@@ -170,6 +180,16 @@ def cli(
         if v
     }
     ctx.obj = CliState(config_path, overrides)
+
+
+def _start_early_worker(ctx: click.Context) -> None:
+    """Start the local pool's first worker before `run` imports the engine, so that the
+    two start-ups overlap (see early_worker); it is killed when the command ends if no pool
+    took it."""
+    from sluice.plugins.builtin import early_worker
+
+    early_worker.start_early_worker()
+    ctx.call_on_close(early_worker.discard_early_worker)
 
 
 def _add_subcommands(name: str, command: click.Command) -> None:
