@@ -127,6 +127,9 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             module, attribute, _ = COMMANDS[cmd_name]
+            from sluice.store.async_package import defer_asyncio_orm
+
+            defer_asyncio_orm()  # every command opens a store: its engine, not the ORM
             command = getattr(importlib.import_module(module), attribute)
             # What the command imported lives as long as the process: collections during
             # the command (a run's engine) no longer walk it. 3-5% of a fan-out's CPU.
