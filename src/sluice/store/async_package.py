@@ -52,8 +52,8 @@ def defer_asyncio_orm() -> None:
         for submodule in _WITHOUT_ORM:
             sys.modules.pop(f"{_PACKAGE}.{submodule}", None)
         return
-    package.__getattr__ = _completing(package, spec.loader)  # type: ignore[attr-defined]
-    sqlalchemy.ext.asyncio = package  # type: ignore[attr-defined]
+    setattr(package, "__getattr__", _completing(package, spec.loader))  # noqa: B010
+    setattr(sqlalchemy.ext, "asyncio", package)  # noqa: B010
 
 
 def _completing(package: ModuleType, loader: Any) -> Any:
