@@ -60,7 +60,7 @@ def test_head_revision_from_the_files_is_alembics() -> None:
     assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-def test_a_one_task_run_on_a_warm_sqlite_store_imports_no_orm_postgresql_dialect_or_croniter(
+def test_a_one_task_run_on_a_warm_sqlite_store_imports_nothing_it_does_not_use(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "one.py").write_text(
@@ -74,5 +74,5 @@ def test_a_one_task_run_on_a_warm_sqlite_store_imports_no_orm_postgresql_dialect
     loaded_after(code, tmp_path)  # creates the store (migrations need more)
     loaded = loaded_after(code, tmp_path)
     assert "sluice.engine" in loaded  # it ran
-    unused = ("sqlalchemy.orm", "sqlalchemy.dialects.postgresql", "croniter")
+    unused = ("sqlalchemy.orm", "sqlalchemy.dialects.postgresql", "croniter", "fsspec", "rich")
     assert [m for m in loaded if m.startswith(unused)] == []
