@@ -139,7 +139,7 @@ class LazyGroup(click.Group):
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
-        if args and args[0] == "run" and not HELP_OPTIONS.intersection(args[1:]):
+        if args and args[0] == "run" and not set(HELP_OPTIONS).intersection(args[1:]):
             _start_early_worker(ctx)
         return super().resolve_command(ctx, args)
 
@@ -149,10 +149,10 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-HELP_OPTIONS = frozenset({"-h", "--help"})
+HELP_OPTIONS = ("-h", "--help")
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": sorted(HELP_OPTIONS)})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": list(HELP_OPTIONS)})
 @click.option(
     "--config", "config_path", metavar="PATH", help="TOML config file (or SLUICE_CONFIG)."
 )
