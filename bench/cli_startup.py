@@ -4,7 +4,9 @@ embedded store, in alternating rounds so that load on the machine falls on all t
 Bytecode caching is on for the commands (PYTHONDONTWRITEBYTECODE is dropped), as for an
 installed package.
 
-Prints one JSON line: the median and spread of each, and each median over `python -c pass`.
+Prints one JSON line: the median and spread of each, each median over `python -c pass`, the
+median CPU time of each (the command and the processes it waited for, its worker included),
+and the load average before and after the rounds.
 With `--baseline-python`, the same two sluice commands also run from another installation
 (say a checkout of an older commit in its own venv), alternating with this one.
 
@@ -38,10 +40,19 @@ def one(name: str = "world") -> str:
 """
 
 
-def _timed(command: list[str], env: dict[str, str]) -> float:
+def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall time, and CPU time (user + system) of the command and the processes it waited
+    for (a run's worker): on a loaded machine the CPU moves far less than the wall time."""
     started = time.perf_counter()
-    subprocess.run(command, env=env, check=True, capture_output=True)
-    return time.perf_counter() - started
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            errors.seek(0)
+            raise SystemExit(f"{command} failed: {errors.read().decode(errors='replace')}")
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -70,11 +81,19 @@ def main() -> None:
     envs = {name: baseline_env if name.startswith("baseline") else env for name in commands}
     _timed(commands["run_one_task"], env)  # creates the store: measured runs find it warm
     seen: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
+    load_before = os.getloadavg()[0]
     for _ in range(args.rounds):
         for name, command in commands.items():
-            seen[name].append(_timed(command, envs[name]))
+            wall, used = _timed(command, envs[name])
+            seen[name].append(wall)
+            cpu[name].append(used)
     floor = statistics.median(seen["python_pass"])
-    report: dict[str, object] = {"bench": "cli_startup", "rounds": args.rounds}
+    report: dict[str, object] = {
+        "bench": "cli_startup",
+        "rounds": args.rounds,
+        "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+    }
     for name, times in seen.items():
         median = statistics.median(times)
         report[name] = {
@@ -82,6 +101,7 @@ def main() -> None:
             "min_s": round(min(times), 3),
             "max_s": round(max(times), 3),
             "over_python_pass": round(median / floor, 1),
+            "cpu_median_s": round(statistics.median(cpu[name]), 3),
         }
     print(json.dumps(report))
 

@@ -58,3 +58,21 @@ def test_head_revision_from_the_files_is_alembics() -> None:
     from sluice.store.migrate import alembic_config, head_revision
 
     assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def test_a_one_task_run_on_a_warm_sqlite_store_imports_nothing_it_does_not_use(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "one.py").write_text(
+        "import sluice\n\n\n@sluice.task\ndef hello() -> str:\n    return 'hi'\n\n\n"
+        "@sluice.workflow\ndef one() -> str:\n    return hello()\n"
+    )
+    code = (
+        "from sluice.cli.main import main\n"
+        f"assert main(['--db', 'sqlite:///{tmp_path}/s.db', 'run', '-q', 'one.py:one']) == 0"
+    )
+    loaded_after(code, tmp_path)  # creates the store (migrations need more)
+    loaded = loaded_after(code, tmp_path)
+    assert "sluice.engine" in loaded  # it ran
+    unused = ("sqlalchemy.orm", "sqlalchemy.dialects.postgresql", "croniter", "fsspec", "rich")
+    assert [m for m in loaded if m.startswith(unused)] == []

@@ -127,14 +127,21 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             module, attribute, _ = COMMANDS[cmd_name]
-            command = getattr(importlib.import_module(module), attribute)
-            # What the command imported lives as long as the process: collections during
-            # the command (a run's engine) no longer walk it. 3-5% of a fan-out's CPU.
-            gc.freeze()
+            from sluice.store.async_package import defer_asyncio_orm
+
+            defer_asyncio_orm()  # every command opens a store: its engine, not the ORM
+            command = _import_uncollected(module, attribute)
             _add_subcommands(cmd_name, command)
             _mark_read_only(cmd_name, command)
             self.add_command(command, cmd_name)
         return self.commands.get(cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] == "run" and not set(HELP_OPTIONS).intersection(args[1:]):
+            _start_early_worker(ctx)
+        return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][2]) for name in sorted(COMMANDS)]
@@ -142,7 +149,10 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+HELP_OPTIONS = ("-h", "--help")
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": list(HELP_OPTIONS)})
 @click.option(
     "--config", "config_path", metavar="PATH", help="TOML config file (or SLUICE_CONFIG)."
 )
@@ -170,6 +180,32 @@ def cli(
         if v
     }
     ctx.obj = CliState(config_path, overrides)
+
+
+def _import_uncollected(module: str, attribute: str) -> Any:
+    """Import a command with the garbage collector off: imports make few cycles, and the
+    collections they set off (walking every SQLAlchemy and pydantic object made so far) were
+    about 10% of a command's import time. What the command imported then lives as long as the
+    process, so it is frozen: collections during the command (a run's engine) no longer walk
+    it, 3-5% of a fan-out's CPU."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
+def _start_early_worker(ctx: click.Context) -> None:
+    """Start the local pool's first worker before `run` imports the engine, so that the
+    two start-ups overlap (see early_worker); it is killed when the command ends if no pool
+    took it."""
+    from sluice.plugins.builtin import early_worker
+
+    early_worker.start_early_worker()
+    ctx.call_on_close(early_worker.discard_early_worker)
 
 
 def _add_subcommands(name: str, command: click.Command) -> None:

@@ -1,19 +1,21 @@
-"""Live progress of one execution: a table of nodes on a terminal, lines of events otherwise."""
+"""Live progress of one execution: a table of nodes on a terminal, lines of events otherwise.
+
+rich is imported only for a terminal: a run in a script or CI (lines) does not load it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import collections
 import sys
-
-from rich.console import Console, Group
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from sluice.cancellation import wait_event
 from sluice.service import Sluice
 from sluice.service.models import Execution
+
+if TYPE_CHECKING:
+    from rich.console import Console, Group
 
 _SHOWN = 25
 
@@ -22,6 +24,10 @@ def progress_table(execution: Execution) -> Group:
     """What one redraw shows: built from the execution as read for it, so every reason (queue
     positions included) is the one stored now; a PENDING execution has no nodes yet, so its
     own phase and reason say what it waits for."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
     nodes = execution.nodes
     counts = collections.Counter(n.task_phase for n in nodes)
     summary = ", ".join(f"{label} {count}" for label, count in sorted(counts.items()))
@@ -46,12 +52,14 @@ class TaskOutput:
     on a terminal, printed through the live display's console, so it scrolls above the table
     instead of tearing through it; otherwise plain lines, a task's stderr on stderr."""
 
-    def __init__(self, console: Console, live: bool) -> None:
+    def __init__(self, console: Console | None) -> None:
         self.console = console
-        self.live = live
+        """The live display's console on a terminal; None: plain lines."""
 
     def __call__(self, node: str, attempt: int, stream: str, text: str) -> None:
-        if self.live:
+        if self.console is not None:
+            from rich.text import Text
+
             prefix = Text(f"{node} | ", style="cyan")
             body = Text(text, style="red" if stream == "stderr" else "")
             self.console.print(prefix + body, highlight=False, soft_wrap=True)
@@ -62,7 +70,11 @@ class TaskOutput:
 
 def task_output() -> TaskOutput:
     """Where task output goes: a console for the live table when stdout is a terminal."""
-    return TaskOutput(Console(), sys.stdout.isatty())
+    if not sys.stdout.isatty():
+        return TaskOutput(None)
+    from rich.console import Console
+
+    return TaskOutput(Console())
 
 
 async def follow(
@@ -74,7 +86,9 @@ async def follow(
 ) -> None:
     """Show progress until `done` is set (above it on a terminal: `output`'s lines)."""
     if sys.stdout.isatty():
-        console = output.console if output is not None else Console()
+        from rich.console import Console
+
+        console = output.console if output is not None and output.console else Console()
         await _follow_live(service, execution_id, done, interval, console)
     else:
         await _follow_lines(service, execution_id, done, interval)
@@ -83,6 +97,8 @@ async def follow(
 async def _follow_live(
     service: Sluice, execution_id: str, done: asyncio.Event, interval: float, console: Console
 ) -> None:
+    from rich.live import Live
+
     with Live(console=console, refresh_per_second=8, transient=False) as live:
         while True:
             live.update(progress_table(await service.execution(execution_id)), refresh=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.store.schema import task_logs
@@ -83,7 +83,11 @@ async def save(conn: AsyncConnection, segments: list[Segment]) -> None:
     """Insert or replace these segments' rows (idempotent: a row is the writer's whole view)."""
     if not segments:
         return
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    dialect: Any = sqlite
+    if conn.dialect.name == "postgresql":  # imported here: a SQLite store never loads it
+        from sqlalchemy.dialects import postgresql
+
+        dialect = postgresql
     statement = dialect.insert(task_logs)
     keys = ("execution_id", "node_id", "attempt", "segment")
     updated = {c.name: statement.excluded[c.name] for c in task_logs.columns if c.name not in keys}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 import inspect
@@ -177,6 +176,8 @@ class TaskDef(Generic[P, R]):
         values = decode_inputs(self._params, inputs, where)
         result = self.fn(**values)  # type: ignore[call-arg]
         if inspect.isawaitable(result):
+            import asyncio  # only for async tasks: a worker of sync ones starts without it
+
             result = asyncio.run(_await(result))
         return encode_outputs(self._returns, result, where)
 

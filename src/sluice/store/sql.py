@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 _CHUNK = 500  # rows per statement: far below SQLite's limit on bound variables
@@ -14,7 +14,9 @@ _CHUNK = 500  # rows per statement: far below SQLite's limit on bound variables
 
 def insert_ignoring_conflicts(conn: AsyncConnection, table: sa.Table) -> Any:
     """INSERT ... ON CONFLICT DO NOTHING for the connection's dialect."""
-    if conn.dialect.name == "postgresql":
+    if conn.dialect.name == "postgresql":  # imported here: a SQLite store never loads it
+        from sqlalchemy.dialects import postgresql
+
         return postgresql.insert(table).on_conflict_do_nothing()
     return sqlite.insert(table).on_conflict_do_nothing()
 

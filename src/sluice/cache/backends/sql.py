@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 
 from sluice.cache.base import (
     CACHE_CHANNEL,
@@ -45,9 +45,11 @@ class _Statements:
     def __init__(self, db: Database, notifier: Notifier | None) -> None:
         self.db = db
         self._notifier = notifier
-        self.insert: Callable[[sa.Table], Any] = (
-            postgresql.insert if db.dialect == "postgresql" else sqlite.insert
-        )
+        self.insert: Callable[[sa.Table], Any] = sqlite.insert
+        if db.dialect == "postgresql":  # imported here: a SQLite store never loads it
+            from sqlalchemy.dialects import postgresql
+
+            self.insert = postgresql.insert
 
     async def write(self, statement: Any, *, wake: str | None = None) -> int:
         """Execute; returns the rows changed, and wakes `wake`'s waiters if there were any."""

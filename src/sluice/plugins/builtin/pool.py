@@ -26,12 +26,12 @@ import asyncio
 import collections
 import contextlib
 import logging
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluice.plugins.builtin.early_worker import adopt_early_worker, job_end_marker
 from sluice.plugins.builtin.worker_process import WorkerProcess
 
 log = logging.getLogger(__name__)
@@ -152,9 +152,10 @@ class WorkerPool:
         return True
 
     async def _start_one(self) -> None:
-        marker = f"\x1esluice-job-end-{secrets.token_hex(8)}\x1e"
         try:
-            process = await WorkerProcess.spawn(marker, self._finished)
+            process = adopt_early_worker(self._finished) or await WorkerProcess.spawn(
+                job_end_marker(), self._finished
+            )
         except Exception as exc:
             self._starting.discard(asyncio.current_task())
             log.error("could not start a python worker process: %s", exc)

@@ -14,9 +14,10 @@ import asyncio
 import contextlib
 import json
 import os
-import sys
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from sluice.plugins.builtin.early_worker import worker_command
 
 _OUTPUT_CHUNK = 64 * 1024
 """Bytes read at once from a worker's stdout or stderr; a longer line without a newline is
@@ -30,6 +31,21 @@ so only a subprocess of the task holding the pipe full delays them)."""
 _STREAMS = ("stdout", "stderr")
 
 
+class ChildProcess(Protocol):
+    """What the pool uses of a worker's process: an asyncio subprocess, or a worker started
+    before the event loop (early_worker.AdoptedProcess)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def kill(self) -> None: ...
+
+    async def wait(self) -> int: ...
+
+
 class JobOutput(Protocol):
     def output(self, text: str, stream: str) -> None: ...
 
@@ -41,7 +57,7 @@ Finished = Callable[["WorkerProcess", Any, "dict[str, Any] | None", "int | None"
 class WorkerProcess:
     def __init__(
         self,
-        process: asyncio.subprocess.Process,
+        process: ChildProcess,
         job_fd: int,
         fds: dict[str, int],
         marker: bytes,
@@ -73,13 +89,7 @@ class WorkerProcess:
         child = (job_read, *(write for _, write in ends.values()))
         try:
             process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "sluice.plugins.builtin.worker",
-                str(job_read),
-                str(ends["result"][1]),
-                str(os.getpid()),
-                marker,
+                *worker_command(job_read, ends["result"][1], marker),
                 pass_fds=(job_read, ends["result"][1]),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=ends["stdout"][1],

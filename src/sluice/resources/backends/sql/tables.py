@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.schema import Table
 
@@ -55,5 +55,8 @@ WAITER_COLUMNS = (
 
 def upsert_into(conn: AsyncConnection, table: Table) -> Any:
     """An INSERT of the connection's dialect, which offers ON CONFLICT DO UPDATE."""
-    module = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return module.insert(table)
+    if conn.dialect.name == "postgresql":  # imported here: a SQLite store never loads it
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table)
+    return sqlite.insert(table)
