@@ -172,12 +172,16 @@ class SqlBackend(ResourceBackend):
             refusal = await self._refusal_without_writes(request)
             if refusal is not None:
                 return refusal
-        elif not request.waiting:  # a waiter has an entry there: the fast path would decline
-            with _unavailable_as_backend_error():
-                async with self._pg().connection() as conn:
+        with _unavailable_as_backend_error():
+            async with self._pg().connection() as conn:
+                if request.waiting:  # it has waiter entries, which try_grant declines on
+                    found = await pg_direct.try_grant_waiter(conn, request)
+                    fast = None if found is None else AllocationOutcome(_GRANTED, *found)
+                else:
                     granted = await pg_direct.try_grant(conn, request)
-            if granted is not None:
-                return AllocationOutcome(_GRANTED, None, granted)
+                    fast = None if granted is None else AllocationOutcome(_GRANTED, None, granted)
+        if fast is not None:
+            return fast
         with _unavailable_as_backend_error():
             # The server functions lock the namespaces themselves, in one global order.
             async with self._pg().transaction() as conn:
