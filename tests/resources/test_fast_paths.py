@@ -247,3 +247,26 @@ async def test_only_releases_commit_without_waiting_for_the_wal_flush(
         "try_release": "off",
         "after": "on",
     }
+
+
+async def test_a_release_where_this_process_saw_waiters_skips_the_one_call_release(
+    managers: ManagerFactory, location: Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if location.name != "postgresql":
+        pytest.skip("PostgreSQL's one-call release")
+    tried: list[str] = []
+    original = pg_direct.try_release
+
+    async def spy(conn: Any, token: str, *args: Any) -> Any:
+        tried.append(token)
+        return await original(conn, token, *args)
+
+    monkeypatch.setattr(pg_direct, "try_release", spy)
+    manager = await managers(config_quotas={"ns": 1})
+    assert (await manager.allocate("a", [claim()], HOLDER)).granted
+    assert not (await manager.allocate("b", [claim()], HOLDER)).granted
+    await manager.release("a", ["ns"])  # "b" waits: the one-call release would decline
+    assert (await manager.allocate("b", [claim()], HOLDER)).granted
+    await manager.release("b", ["ns"])  # nobody waits any more
+
+    assert tried == ["b"]
