@@ -270,3 +270,20 @@ async def test_a_release_where_this_process_saw_waiters_skips_the_one_call_relea
     await manager.release("b", ["ns"])  # nobody waits any more
 
     assert tried == ["b"]
+
+
+async def test_namespaces_with_array_syntax_in_their_names_take_the_fast_paths(
+    managers: ManagerFactory, general: list[str]
+) -> None:
+    """PostgreSQL's one-call functions get their arrays as literals built in Python."""
+    names = ['we"ird', "back\\slash", "com,ma {brace}", "NULL"]
+    manager = await managers(config_quotas=dict.fromkeys(names, 1))
+    claims = [Claim(name) for name in names]
+
+    assert (await manager.allocate("a", claims, HOLDER)).granted
+    shown = {s.namespace: s.in_use for s in await manager.describe()}
+    await manager.release("a", names)
+
+    assert general == []
+    assert shown == dict.fromkeys(names, 1)
+    assert {s.namespace: s.in_use for s in await manager.describe()} == dict.fromkeys(names, 0)

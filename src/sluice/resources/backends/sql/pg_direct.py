@@ -11,7 +11,7 @@ construct, pool pre-ping or greenlet switch per call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,17 +193,32 @@ async def release(
     )
 
 
+def array_literal(values: Iterable[str | int | None]) -> str:
+    """A PostgreSQL array literal of `values`: the hot calls pass their arrays as text, cast
+    in the statement, because psycopg's list adaptation (element type lookup per list) was a
+    third of a call's client CPU."""
+    return "{" + ",".join(_element(v) for v in values) + "}"
+
+
+def _element(value: str | int | None) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, int):
+        return str(value)
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _claim_arguments(request: AllocationRequest) -> list[Any]:
     """The claims' and holder's arguments of the one-call grants, in their order."""
     claims, holder = request.claims, request.holder
     caps = [c.constraints for c in claims]
     return [
-        lock_keys(c.namespace for c in claims),
-        [c.namespace for c in claims],
-        [c.units for c in claims],
-        [c.default_quota for c in claims],
-        [None if cap is None else cap.project_scope for cap in caps],
-        [None if cap is None else cap.namespace_scope for cap in caps],
+        array_literal(lock_keys(c.namespace for c in claims)),
+        array_literal([c.namespace for c in claims]),
+        array_literal([c.units for c in claims]),
+        array_literal([c.default_quota for c in claims]),
+        array_literal([None if cap is None else cap.project_scope for cap in caps]),
+        array_literal([None if cap is None else cap.namespace_scope for cap in caps]),
         request.token,
         holder.project,
         holder.domain,
@@ -249,9 +264,8 @@ async def try_release(
     also NOTIFYs (with `origin`; payload {"origin", "wake": [[namespace, null], ...]}, as the
     general path's): the usage after it, or None (nothing written) for the general path."""
     pg_channel, prefix = pg_notification(channel, "")
-    cursor = await conn.execute(
-        _TRY_RELEASE, (lock_keys(names), token, list(names), pg_channel, prefix, origin)
-    )
+    arguments = (array_literal(lock_keys(names)), token, array_literal(names))
+    cursor = await conn.execute(_TRY_RELEASE, (*arguments, pg_channel, prefix, origin))
     row = await cursor.fetchone()
     freed = row[0] if row is not None else None
     if freed is None:
