@@ -6,7 +6,10 @@ return, inside the same transaction. With the rarer writes (waiter entries, leas
 claim defaults) they are plain psycopg statements inside one pipelined transaction
 (`PgDirect.transaction`): an allocation is two round trips (BEGIN + the load, then the writes
 + COMMIT), a release two (BEGIN + the release, then the wake-up + COMMIT), with no SQLAlchemy
-construct, pool pre-ping or greenlet switch per call.
+construct, pool pre-ping or greenlet switch per call. Before them, the one-call functions of
+migrations 0005 and 0006 take the uncontended grant and release and a woken waiter's grant
+(one round trip each). Releases commit without waiting for their WAL flush; grants and
+renewals wait for it (migration 0006 states why).
 """
 
 from __future__ import annotations
