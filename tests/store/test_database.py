@@ -229,7 +229,7 @@ async def test_unknown_postgresql_database_is_store_unavailable(pg_database_url:
 
 
 @pytest.mark.postgres
-async def test_postgresql_resource_functions_come_and_go_with_revisions_0002_and_0005(
+async def test_postgresql_resource_functions_come_and_go_with_revisions_0002_to_0006(
     empty_pg_url: str,
 ) -> None:
     from alembic import command
@@ -242,6 +242,12 @@ async def test_postgresql_resource_functions_come_and_go_with_revisions_0002_and
         )
         return {row[0] for row in rows}
 
+    def release_source(conn: sa.Connection) -> str:
+        row = conn.exec_driver_sql(
+            "SELECT prosrc FROM pg_proc WHERE proname = 'sluice_resources_try_release'"
+        )
+        return str(row.scalar_one())
+
     def move(conn: sa.Connection, target: str, up: bool) -> None:
         config = alembic_config()
         config.attributes["connection"] = conn
@@ -251,13 +257,17 @@ async def test_postgresql_resource_functions_come_and_go_with_revisions_0002_and
     try:
         async with store.db.begin() as conn:
             assert "sluice_resources_load" in await conn.run_sync(functions)
-            assert "sluice_resources_try_grant" in await conn.run_sync(functions)
+            assert "sluice_resources_try_grant_waiter" in await conn.run_sync(functions)
+            await conn.run_sync(move, "0005", False)
+            assert len(await conn.run_sync(functions)) == 9  # 0006's waiter grant is gone
+            assert "set_config" not in await conn.run_sync(release_source)  # 0005's release
             await conn.run_sync(move, "0004", False)
             assert len(await conn.run_sync(functions)) == 7  # 0005's two are gone
             await conn.run_sync(move, "0001", False)
             assert await conn.run_sync(functions) == set()
             await conn.run_sync(move, "head", True)
-            assert len(await conn.run_sync(functions)) == 9
+            assert len(await conn.run_sync(functions)) == 10
+            assert "set_config" in await conn.run_sync(release_source)
     finally:
         await store.close()
 
@@ -333,6 +343,12 @@ async def test_task_logs_table_comes_and_goes_with_revision_0003(sqlite_url: str
 
     def tables(conn: sa.Connection) -> set[str]:
         return set(sa.inspect(conn).get_table_names())
+
+    def release_source(conn: sa.Connection) -> str:
+        row = conn.exec_driver_sql(
+            "SELECT prosrc FROM pg_proc WHERE proname = 'sluice_resources_try_release'"
+        )
+        return str(row.scalar_one())
 
     def move(conn: sa.Connection, target: str, up: bool) -> None:
         config = alembic_config()

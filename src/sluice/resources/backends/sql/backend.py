@@ -60,6 +60,7 @@ from sluice.store.pgdirect import PgDirect
 
 log = logging.getLogger(__name__)
 _GRANTED = AllocationResult(AllocationStatus.GRANTED)
+_QUEUED_KEPT = 4096
 
 
 @contextlib.contextmanager
@@ -94,6 +95,10 @@ class SqlBackend(ResourceBackend):
         self._origin = uuid.uuid4().hex
         self._callbacks: list[WakeCallback] = []
         self._unsubscribe: Callable[[], None] | None = None
+        # PostgreSQL: namespaces whose last answer here showed waiters, where a release goes
+        # straight to the general path (the one-call release would only decline). A hint:
+        # either path is correct; a wrong guess costs one round trip.
+        self._queued: set[str] = set()
 
     async def open(self) -> None:
         if self._db is None:
@@ -142,7 +147,9 @@ class SqlBackend(ResourceBackend):
         direct = self._direct
         if direct is not None:
             return await self._allocate_direct(direct, request)
-        return await self._allocate_pg(request)
+        outcome = await self._allocate_pg(request)
+        self._note_queues(outcome.usage)
+        return outcome
 
     async def _allocate_direct(
         self, direct: SqliteDirect, request: AllocationRequest
@@ -172,12 +179,16 @@ class SqlBackend(ResourceBackend):
             refusal = await self._refusal_without_writes(request)
             if refusal is not None:
                 return refusal
-        elif not request.waiting:  # a waiter has an entry there: the fast path would decline
-            with _unavailable_as_backend_error():
-                async with self._pg().connection() as conn:
+        with _unavailable_as_backend_error():
+            async with self._pg().connection() as conn:
+                if request.waiting:  # it has waiter entries, which try_grant declines on
+                    found = await pg_direct.try_grant_waiter(conn, request)
+                    fast = None if found is None else AllocationOutcome(_GRANTED, *found)
+                else:
                     granted = await pg_direct.try_grant(conn, request)
-            if granted is not None:
-                return AllocationOutcome(_GRANTED, None, granted)
+                    fast = None if granted is None else AllocationOutcome(_GRANTED, None, granted)
+        if fast is not None:
+            return fast
         with _unavailable_as_backend_error():
             # The server functions lock the namespaces themselves, in one global order.
             async with self._pg().transaction() as conn:
@@ -260,16 +271,33 @@ class SqlBackend(ResourceBackend):
 
             with _unavailable_as_backend_error():
                 return await direct.write(work)
+        usage = await self._release_pg(token, names, now)
+        self._note_queues(usage)
+        return usage
+
+    async def _release_pg(
+        self, token: str, names: Sequence[str], now: float
+    ) -> tuple[NamespaceUsage, ...]:
         origin = self._origin if self._notifier is not None else None
         with _unavailable_as_backend_error():
-            async with self._pg().connection() as conn:
-                freed = await pg_direct.try_release(conn, token, names, WAKE_CHANNEL, origin)
-            if freed is not None:
-                return freed
+            if self._queued.isdisjoint(names):
+                async with self._pg().connection() as conn:
+                    freed = await pg_direct.try_release(conn, token, names, WAKE_CHANNEL, origin)
+                if freed is not None:
+                    return freed
             async with self._pg().transaction() as conn:
                 usage = await pg_direct.release(conn, token, names, now)
                 await self._notify_pg(conn, [(u.namespace, u.ready) for u in usage])
         return usage
+
+    def _note_queues(self, usage: Sequence[NamespaceUsage]) -> None:
+        if len(self._queued) > _QUEUED_KEPT:
+            self._queued.clear()  # a hint only: never let thousands of lock names pile up
+        for entry in usage:
+            if entry.waiters:
+                self._queued.add(entry.namespace)
+            else:
+                self._queued.discard(entry.namespace)
 
     async def _after_change(
         self, conn: AsyncConnection, changed: Sequence[str], now: float

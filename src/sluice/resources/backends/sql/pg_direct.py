@@ -6,12 +6,15 @@ return, inside the same transaction. With the rarer writes (waiter entries, leas
 claim defaults) they are plain psycopg statements inside one pipelined transaction
 (`PgDirect.transaction`): an allocation is two round trips (BEGIN + the load, then the writes
 + COMMIT), a release two (BEGIN + the release, then the wake-up + COMMIT), with no SQLAlchemy
-construct, pool pre-ping or greenlet switch per call.
+construct, pool pre-ping or greenlet switch per call. Before them, the one-call functions of
+migrations 0005 and 0006 take the uncontended grant and release and a woken waiter's grant
+(one round trip each). Releases commit without waiting for their WAL flush; grants and
+renewals wait for it (migration 0006 states why).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +72,17 @@ _TRY_GRANT = (
     "SELECT sluice_resources_try_grant(%s::integer[], %s::text[], %s::integer[],"
     " %s::integer[], %s::integer[], %s::integer[], %s, %s, %s, %s, %s, %s, %s)"
 )
+_TRY_GRANT_WAITER = (
+    "SELECT totals, waiting, since FROM sluice_resources_try_grant_waiter(%s::integer[],"
+    " %s::text[], %s::integer[], %s::integer[], %s::integer[], %s::integer[], %s, %s, %s, %s,"
+    " %s, %s, %s, %s)"
+)
 _TRY_RELEASE = "SELECT sluice_resources_try_release(%s::integer[], %s, %s::text[], %s, %s, %s)"
+_ASYNC_COMMIT = "SET LOCAL synchronous_commit = off"
+"""A release's commit need not wait for its WAL flush: a crash that loses it withholds the
+units until the lease lapses, and any grant of the freed units (a synchronous commit, later
+in the WAL) flushes the release first. Migration 0006 states the argument; grants and lease
+renewals stay synchronous."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +178,9 @@ async def release(
     conn: Conn, token: str, names: Sequence[str], now: float
 ) -> tuple[NamespaceUsage, ...]:
     """Lock, drop the token's holders and waiter entries, forget idle namespaces; the usage
-    and ready waiters of every namespace that changed (waits for the answer)."""
+    and ready waiters of every namespace that changed (waits for the answer). The caller's
+    transaction commits without waiting for its WAL flush (`_ASYNC_COMMIT`)."""
+    await conn.execute(_ASYNC_COMMIT)
     cursor = await conn.execute(_RELEASE, (lock_keys(names), token, list(names), now))
     row = await cursor.fetchone()
     answer: Mapping[str, Any] = row[0]
@@ -181,34 +196,68 @@ async def release(
     )
 
 
+def array_literal(values: Iterable[str | int | None]) -> str:
+    """A PostgreSQL array literal of `values`: the hot calls pass their arrays as text, cast
+    in the statement, because psycopg's list adaptation (element type lookup per list) was a
+    third of a call's client CPU."""
+    return "{" + ",".join(_element(v) for v in values) + "}"
+
+
+def _element(value: str | int | None) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, int):
+        return str(value)
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _claim_arguments(request: AllocationRequest) -> list[Any]:
+    """The claims' and holder's arguments of the one-call grants, in their order."""
+    claims, holder = request.claims, request.holder
+    caps = [c.constraints for c in claims]
+    return [
+        array_literal(lock_keys(c.namespace for c in claims)),
+        array_literal([c.namespace for c in claims]),
+        array_literal([c.units for c in claims]),
+        array_literal([c.default_quota for c in claims]),
+        array_literal([None if cap is None else cap.project_scope for cap in caps]),
+        array_literal([None if cap is None else cap.namespace_scope for cap in caps]),
+        request.token,
+        holder.project,
+        holder.domain,
+        holder.execution_id,
+        holder.node_id,
+    ]
+
+
 async def try_grant(conn: Conn, request: AllocationRequest) -> tuple[NamespaceUsage, ...] | None:
     """The uncontended grant of migration 0005, as one autocommit statement (one round trip,
     one commit): the usage after it, or None (nothing written) for the general path."""
-    claims, holder = request.claims, request.holder
-    caps = [c.constraints for c in claims]
-    cursor = await conn.execute(
-        _TRY_GRANT,
-        (
-            lock_keys(c.namespace for c in claims),
-            [c.namespace for c in claims],
-            [c.units for c in claims],
-            [c.default_quota for c in claims],
-            [None if cap is None else cap.project_scope for cap in caps],
-            [None if cap is None else cap.namespace_scope for cap in caps],
-            request.token,
-            holder.project,
-            holder.domain,
-            holder.execution_id,
-            holder.node_id,
-            request.now,
-            request.now + request.lease,
-        ),
-    )
+    arguments = [*_claim_arguments(request), request.now, request.now + request.lease]
+    cursor = await conn.execute(_TRY_GRANT, arguments)
     row = await cursor.fetchone()
     totals = row[0] if row is not None else None
     if totals is None:
         return None
+    claims = request.claims
     return tuple(NamespaceUsage(c.namespace, n, 0) for c, n in zip(claims, totals, strict=True))
+
+
+async def try_grant_waiter(
+    conn: Conn, request: AllocationRequest
+) -> tuple[float, tuple[NamespaceUsage, ...]] | None:
+    """The grant of a waiter first in line everywhere (migration 0006), as one autocommit
+    statement: its first refusal time and the usage after it, or None (nothing written) for
+    the general path."""
+    arguments = _claim_arguments(request)
+    arguments += [request.holder.priority, request.now, request.now + request.lease]
+    cursor = await conn.execute(_TRY_GRANT_WAITER, arguments)
+    row = await cursor.fetchone()
+    if row is None or row[0] is None:
+        return None
+    totals, waiting, since = row
+    usage = zip(request.claims, totals, waiting, strict=True)
+    return since, tuple(NamespaceUsage(c.namespace, n, w) for c, n, w in usage)
 
 
 async def try_release(
@@ -218,9 +267,8 @@ async def try_release(
     also NOTIFYs (with `origin`; payload {"origin", "wake": [[namespace, null], ...]}, as the
     general path's): the usage after it, or None (nothing written) for the general path."""
     pg_channel, prefix = pg_notification(channel, "")
-    cursor = await conn.execute(
-        _TRY_RELEASE, (lock_keys(names), token, list(names), pg_channel, prefix, origin)
-    )
+    arguments = (array_literal(lock_keys(names)), token, array_literal(names))
+    cursor = await conn.execute(_TRY_RELEASE, (*arguments, pg_channel, prefix, origin))
     row = await cursor.fetchone()
     freed = row[0] if row is not None else None
     if freed is None:
