@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import importlib
 import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from importlib import resources as package_files
-from typing import Any
+from typing import Any, cast
 
 from sluice.cancellation import reraise_cancellation
 from sluice.errors import (
@@ -59,6 +60,52 @@ def _import_redis() -> Any:
             "the redis:// resource backend needs the redis driver: pip install 'sluice[redis]'"
         ) from None
     return aioredis
+
+
+def _pack_in_python(args: tuple[Any, ...]) -> bytes:
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        data = arg if type(arg) is bytes else str(arg).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
+def _fast_packer() -> Callable[[tuple[Any, ...]], bytes]:
+    """How a command of plain str/bytes/int arguments becomes its RESP bytes: hiredis's C
+    packer when hiredis is installed (`sluice[redis]` brings it), else `_pack_in_python`.
+    Both give the bytes redis-py's own `pack_command` gives (UTF-8, ints in decimal), which
+    took 8.5 us for an allocate's 18 arguments here, against 1.0 and 2.7 us."""
+    try:
+        hiredis = importlib.import_module("hiredis")
+    except ImportError:
+        return _pack_in_python
+    return cast(Callable[[tuple[Any, ...]], bytes], hiredis.pack_command)
+
+
+_PACK = _fast_packer()
+_PLAIN = frozenset((str, bytes, int))
+
+
+def _with_fast_packing(connection_class: type[Any]) -> type[Any]:
+    """`connection_class` (plain, TLS or Unix socket) whose `pack_command` packs plain
+    arguments with `_PACK`; anything else (a command name with a space, such as "SCRIPT
+    LOAD", floats, memoryviews, another encoding) goes through redis-py's own."""
+
+    class FastPacking(connection_class):  # type: ignore[misc]
+        def pack_command(self, *args: Any) -> list[bytes]:
+            encoder = self.encoder
+            if (
+                encoder.encoding == "utf-8"
+                and encoder.encoding_errors == "strict"
+                and type(args[0]) is str
+                and " " not in args[0]
+                and all(type(arg) in _PLAIN for arg in args)
+            ):
+                return [_PACK(args)]
+            return super().pack_command(*args)  # type: ignore[no-any-return]
+
+    FastPacking.__name__ = FastPacking.__qualname__ = f"FastPacking{connection_class.__name__}"
+    return FastPacking
 
 
 def _lua(name: str) -> str:
@@ -117,6 +164,8 @@ class RedisBackend(ResourceBackend):
 
     async def open(self) -> None:
         self._client = self._module.Redis.from_url(self._url, decode_responses=True)
+        pool = self._client.connection_pool
+        pool.connection_class = _with_fast_packing(pool.connection_class)
         for name in _SCRIPTS:
             text = _script(name)
             self._scripts[name] = (hashlib.sha1(text.encode()).hexdigest(), text)
