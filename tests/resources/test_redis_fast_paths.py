@@ -143,3 +143,36 @@ def test_fast_packing_gives_redis_py_bytes(
         assert b"".join(fast.pack_command(*args)) == b"".join(plain.pack_command(*args))
     with pytest.raises(Exception, match="bool"):
         fast.pack_command("SET", "k", True)
+
+
+async def test_a_command_that_hangs_is_bounded_by_the_urls_socket_timeout(
+    redis_server_url: str, redis_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis-py's socket timeout is left unset on our client; `_run` bounds each script
+    itself (with the URL's socket_timeout, else redis-py's default of 5 s)."""
+    import asyncio
+    import time
+
+    from sluice.errors import BackendUnavailableError
+
+    backend = RedisBackend(f"{redis_server_url}?socket_timeout=0.2", key_prefix=redis_prefix)
+    await backend.open()
+    try:
+        assert backend._timeout() == 0.2
+
+        async def hang(*args: Any) -> Any:
+            await asyncio.sleep(60)
+
+        monkeypatch.setattr(backend, "_evalsha", hang)
+        started = time.monotonic()
+        with pytest.raises(BackendUnavailableError):
+            await backend.sweep(1_000.0)
+        assert time.monotonic() - started < 5
+    finally:
+        await backend.close()
+    default = RedisBackend(redis_server_url, key_prefix=redis_prefix)
+    await default.open()
+    try:
+        assert default._timeout() == redis_backend._TIMEOUT
+    finally:
+        await default.close()
