@@ -166,6 +166,7 @@ class RedisBackend(ResourceBackend):
         self._callbacks: list[WakeCallback] = []
         self._pubsub: Any = None
         self._running = 0  # commands in flight, which close() lets finish
+        self._idle: list[Any] = []  # pool connections between two scripts (`_evalsha`)
         self._drained: asyncio.Event | None = None
         self._listener: asyncio.Task[None] | None = None
 
@@ -208,6 +209,8 @@ class RedisBackend(ResourceBackend):
             await self._pubsub.aclose()
             self._pubsub = None
         if self._client is not None:
+            while self._idle:
+                await self._client.connection_pool.release(self._idle.pop())
             await self._client.aclose()
             self._client = None
 
@@ -219,11 +222,12 @@ class RedisBackend(ResourceBackend):
         sha, text = self._scripts[script]
         # The command runs in the caller's task, not in a task of its own behind
         # asyncio.shield, which cost a few event-loop turns per command. A cancellation in
-        # the middle of it makes redis-py close the connection (the pool opens a new one; a
-        # grant the caller did not see lapses with its lease). One that arrives as the
-        # command is sent may be swallowed (asyncio.wait_for around the send, before Python
-        # 3.12) and the command runs on to its answer: the task's count of cancel requests
-        # still shows it, so it is raised here instead of being lost.
+        # the middle of it makes redis-py close the connection (it reconnects on its next
+        # use; a grant the caller did not see lapses with its lease). One that is swallowed
+        # on the way (redis-py's asyncio.wait_for around a send under a socket timeout, before
+        # Python 3.12, on the fallback paths when the URL sets one) lets the command run on
+        # to its answer: the task's count of cancel requests still shows it, so it is raised
+        # here instead of being lost.
         task = asyncio.current_task()
         cancels = task.cancelling() if task is not None else 0
         self._running += 1
@@ -256,18 +260,24 @@ class RedisBackend(ResourceBackend):
     async def _evalsha(self, client: Any, sha: str, args: tuple[str, ...]) -> Any:
         """One EVALSHA on a connection of the client's pool: the send and the read of
         redis-py's `execute_command` without its wrapping (the retry closure, the
-        observability hooks, the reply callbacks, none of which EVALSHA uses here), about
-        10 us less per command. The connection's own methods still close it on an error or a
-        cancellation halfway; a lost connection is retried by the caller through redis-py."""
-        pool = client.connection_pool
-        connection = await pool.get_connection()
+        observability hooks, the reply callbacks, none of which EVALSHA uses here). The
+        connection is kept between commands in `_idle` rather than handed back to the pool
+        each time (the pool's lock and bookkeeping cost as much as the send). The
+        connection's own methods close it on an error or a cancellation halfway; it then
+        goes back to the pool, and a lost connection is retried by the caller through
+        redis-py."""
+        idle = self._idle
+        connection = idle.pop() if idle else await client.connection_pool.get_connection()
         try:
             await connection.send_packed_command(
                 connection.pack_command("EVALSHA", sha, 0, self._base, *args)
             )
-            return await connection.read_response()
-        finally:
-            await pool.release(connection)
+            answer = await connection.read_response()
+        except BaseException:
+            await client.connection_pool.release(connection)
+            raise
+        idle.append(connection)
+        return answer
 
     async def allocate(self, request: AllocationRequest) -> AllocationOutcome:
         holder = request.holder
