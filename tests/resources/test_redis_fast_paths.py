@@ -176,3 +176,31 @@ async def test_a_command_that_hangs_is_bounded_by_the_urls_socket_timeout(
         assert default._timeout() == redis_backend._TIMEOUT
     finally:
         await default.close()
+
+
+async def test_a_kept_connection_the_server_closed_is_replaced_and_the_script_runs_once(
+    redis_server_url: str, redis_prefix: str
+) -> None:
+    """`_evalsha` keeps its connections between scripts; one the server dropped meanwhile
+    fails on its next use, goes back to the pool, and the script runs again through
+    redis-py (once: the dropped connection never delivered it)."""
+    import redis.asyncio as aioredis
+
+    backend = RedisBackend(redis_server_url, key_prefix=redis_prefix)
+    await backend.open()
+    raw = aioredis.Redis.from_url(redis_server_url, decode_responses=True)
+    try:
+        await backend.set_quotas("config", {"a": 3}, 1_000.0)
+        [kept] = backend._idle
+        host, port = kept._writer.get_extra_info("sockname")[:2]
+        assert await raw.client_kill(f"{host}:{port}")
+        holder = Holder("p", "dev", "e", "n")
+        request = AllocationRequest("t", (Claim("a", units=1),), holder, 1_001.0, LEASE)
+        outcome = await backend.allocate(request)
+        assert backend._idle == []  # it failed, went back to the pool, redis-py ran it again
+        assert outcome.result.granted
+        assert [u.in_use for u in outcome.usage] == [1]
+        assert (await backend.snapshot("a", 1_002.0))[0].in_use == 1
+    finally:
+        await backend.close()
+        await raw.aclose()
