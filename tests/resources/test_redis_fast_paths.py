@@ -204,3 +204,20 @@ async def test_a_kept_connection_the_server_closed_is_replaced_and_the_script_ru
     finally:
         await backend.close()
         await raw.aclose()
+
+
+async def test_kept_connections_are_not_reused_after_a_fork(
+    redis_server_url: str, redis_prefix: str
+) -> None:
+    backend = RedisBackend(redis_server_url, key_prefix=redis_prefix)
+    await backend.open()
+    try:
+        await backend.sweep(1_000.0)
+        [parents] = backend._idle
+        backend._idle_pid = -1  # as a forked child sees it
+        await backend.sweep(1_001.0)
+        [own] = backend._idle
+        assert own is not parents
+        await parents.disconnect()
+    finally:
+        await backend.close()

@@ -15,6 +15,7 @@ import hashlib
 import importlib
 import json
 import logging
+import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from importlib import resources as package_files
@@ -167,6 +168,7 @@ class RedisBackend(ResourceBackend):
         self._pubsub: Any = None
         self._running = 0  # commands in flight, which close() lets finish
         self._idle: list[Any] = []  # pool connections between two scripts (`_evalsha`)
+        self._idle_pid = os.getpid()
         self._drained: asyncio.Event | None = None
         self._listener: asyncio.Task[None] | None = None
 
@@ -267,6 +269,9 @@ class RedisBackend(ResourceBackend):
         goes back to the pool, and a lost connection is retried by the caller through
         redis-py."""
         idle = self._idle
+        if self._idle_pid != os.getpid():  # forked: those sockets are the parent's, and
+            idle.clear()  # are forgotten, not closed, as redis-py's pool does after a fork
+            self._idle_pid = os.getpid()
         connection = idle.pop() if idle else await client.connection_pool.get_connection()
         try:
             await connection.send_packed_command(
