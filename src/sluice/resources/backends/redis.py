@@ -240,9 +240,9 @@ class RedisBackend(ResourceBackend):
                     answer = await self._evalsha(client, sha, args)
                 except self._no_script:  # first use, or the server's script cache was flushed
                     await client.script_load(text)
-                    answer = await client.evalsha(sha, 0, self._base, *args)
+                    answer = await self._evalsha_again(client, sha, text, args)
                 except self._lost:  # again through redis-py's command path, with its retries
-                    answer = await client.evalsha(sha, 0, self._base, *args)
+                    answer = await self._evalsha_again(client, sha, text, args)
         except self._failures as exc:
             if task is not None and task.cancelling() > cancels:
                 raise asyncio.CancelledError from exc
@@ -254,6 +254,16 @@ class RedisBackend(ResourceBackend):
         if task is not None and task.cancelling() > cancels:
             raise asyncio.CancelledError
         return answer
+
+    async def _evalsha_again(self, client: Any, sha: str, text: str, args: tuple[str, ...]) -> Any:
+        """The script through redis-py's own command path (its retries on a lost
+        connection), loading it first if the server does not know it (a restarted server
+        after a lost connection)."""
+        try:
+            return await client.evalsha(sha, 0, self._base, *args)
+        except self._no_script:
+            await client.script_load(text)
+            return await client.evalsha(sha, 0, self._base, *args)
 
     def _timeout(self) -> float:
         configured = self._client.connection_pool.connection_kwargs.get("socket_timeout")
