@@ -41,21 +41,26 @@ local function granted_at_once()
     if all + units > quota or (pc and by_p + units > pc) or (dc and by_d + units > dc) then
       return nil
     end
-    claims[#claims + 1] = {ns = ns, u = units, df = default, in_use = all + units}
+    claims[#claims + 1] = {
+      ns = ns, u = units, all = all + units, by_p = by_p + units, by_d = by_d + units,
+      -- The default is written only when it changes; the namespace is already listed in
+      -- B:namespaces when it has a stored quota source or units in use (every writer of
+      -- those adds it), so SADD is needed only for a namespace seen for the first time.
+      df = default ~= q[4] and default or '',
+      known = (q[1] or q[2] or q[3] or q[4] or all > 0) and true or false}
   end
   local in_use = {}
   for i, c in ipairs(claims) do
     if c.df ~= '' then redis.call('HSET', base .. ':quota:' .. c.ns, 'default', c.df) end
-    redis.call('SADD', base .. ':namespaces', c.ns)
+    if not c.known then redis.call('SADD', base .. ':namespaces', c.ns) end
     redis.call('HSET', base .. ':holders:' .. c.ns, token, cjson.encode(
       {p = project, d = domain, e = ARGV[8], n = ARGV[9], u = c.u, g = now_s}))
     redis.call('ZADD', base .. ':leases:' .. c.ns, expiry_s, token)  -- set_lease
     redis.call('ZADD', base .. ':lapse', expiry_s, c.ns .. '\n' .. token)
-    local usage = base .. ':usage:' .. c.ns  -- count_units: counters only grow here
-    redis.call('HINCRBY', usage, 'all', c.u)
-    redis.call('HINCRBY', usage, pf, c.u)
-    redis.call('HINCRBY', usage, df, c.u)
-    in_use[i] = c.in_use
+    -- count_units: the three counters read above, each plus the units, in one write (the
+    -- script is atomic, and each claim has a namespace, so a hash, of its own)
+    redis.call('HSET', base .. ':usage:' .. c.ns, 'all', c.all, pf, c.by_p, df, c.by_d)
+    in_use[i] = c.all
   end
   return in_use
 end

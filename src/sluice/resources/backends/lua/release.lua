@@ -26,11 +26,25 @@ local function released_with_nobody_waiting()
       redis.call('HDEL', holders, token)
       redis.call('ZREM', base .. ':leases:' .. ns, token)
       redis.call('ZREM', base .. ':lapse', ns .. '\n' .. token)
-      local usage, in_use = base .. ':usage:' .. ns, 0  -- count_units(ns, h.p, h.d, -h.u)
-      for i, field in ipairs({'all', 'p:' .. h.p, 'd:' .. #h.p .. ':' .. h.p .. ':' .. h.d}) do
-        local count = redis.call('HINCRBY', usage, field, -h.u)
-        if count <= 0 then redis.call('HDEL', usage, field) elseif i == 1 then in_use = count end
+      -- count_units(ns, h.p, h.d, -h.u): the three counters read, then one write of those
+      -- left above zero and one delete of the others (the script is atomic)
+      local usage = base .. ':usage:' .. ns
+      local fields = {'all', 'p:' .. h.p, 'd:' .. #h.p .. ':' .. h.p .. ':' .. h.d}
+      local counts = redis.call('HMGET', usage, fields[1], fields[2], fields[3])
+      local left, zeroed = {}, {}
+      for i, field in ipairs(fields) do
+        local count = tonumber(counts[i] or '0') - h.u
+        counts[i] = count
+        if count > 0 then
+          left[#left + 1] = field
+          left[#left + 1] = count
+        else
+          zeroed[#zeroed + 1] = field
+        end
       end
+      if #left > 0 then redis.call('HSET', usage, unpack(left)) end
+      if #zeroed > 0 then redis.call('HDEL', usage, unpack(zeroed)) end
+      local in_use = counts[1] > 0 and counts[1] or 0
       if redis.call('HLEN', holders) == 0 then  -- forget_if_empty (nobody waits here)
         local quota, kept = base .. ':quota:' .. ns, false
         for _, source in ipairs(redis.call('HKEYS', quota)) do
