@@ -67,6 +67,20 @@ def pg_database_url() -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture
+def empty_pg_url(pg_database_url: str) -> Iterator[str]:
+    """A PostgreSQL database of its own with no schema at all, dropped after the test."""
+    import psycopg
+
+    base = pg_database_url.rpartition("/")[0]
+    name = f"sluice_empty_{secrets.token_hex(4)}"
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield f"{base}/{name}"
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="session")
 def pg_upgraded_url(pg_database_url: str) -> str:
     """The session's PostgreSQL database, upgraded once to the schema (sluice never upgrades

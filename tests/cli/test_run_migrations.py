@@ -6,11 +6,9 @@ the command that fixes it, as before."""
 from __future__ import annotations
 
 import os
-import secrets
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -70,19 +68,6 @@ def test_a_run_upgrades_an_old_sqlite_store(tmp_path: Path) -> None:
     done = run(tmp_path, f"sqlite:///{db}")
     assert done.returncode == 0, done.stderr
     assert revision(db) == head_revision()
-
-
-@pytest.fixture
-def empty_pg_url(pg_database_url: str) -> Iterator[str]:
-    import psycopg
-
-    base = pg_database_url.rpartition("/")[0]
-    name = f"sluice_empty_{secrets.token_hex(4)}"
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield f"{base}/{name}"
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.mark.postgres

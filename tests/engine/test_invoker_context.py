@@ -18,8 +18,8 @@ from sluice.engine.state import NodeState
 from sluice.plugins.core.phase import PhaseInfo, Transition
 from sluice.plugins.core.plugin import PluginProperties
 from sluice.spec.models import NodeSpec, TaskSpec
-from sluice.spec.phases import ExecutionPhase
-from sluice.store.records import ExecutionRecord, NodeRecord
+from sluice.store.records import NodeRecord
+from support.records import running_execution
 
 NOW = 1_700_000_000.0
 
@@ -61,17 +61,7 @@ class Execution:
     id = "ex1"
 
     def __init__(self) -> None:
-        self.record = ExecutionRecord(
-            id="ex1",
-            project="p",
-            domain="d",
-            workflow_name="w",
-            workflow_version="1",
-            phase=ExecutionPhase.RUNNING,
-            inputs={},
-            created_at=NOW,
-            updated_at=NOW,
-        )
+        self.record = running_execution("ex1", NOW)
         self.changed: set[str] = set()
 
     def mark_changed(self, node: NodeState) -> None:

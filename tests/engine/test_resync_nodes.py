@@ -13,8 +13,9 @@ from typing import Any
 from sluice.engine.engine import Engine
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.spec.models import NodeSpec, TaskSpec, WorkflowSpec
-from sluice.spec.phases import ExecutionPhase, NodePhase
-from sluice.store.records import ExecutionRecord, NodeRecord
+from sluice.spec.phases import NodePhase
+from sluice.store.records import NodeRecord
+from support.records import running_execution
 
 NOW = 1_700_000_000.0
 
@@ -29,17 +30,7 @@ def node(node_id: str, task_type: str, **state: Any) -> NodeState:
 
 
 def execution(*nodes: NodeState) -> ExecutionState:
-    record = ExecutionRecord(
-        id="ex1",
-        project="p",
-        domain="d",
-        workflow_name="w",
-        workflow_version="1",
-        phase=ExecutionPhase.RUNNING,
-        inputs={},
-        created_at=NOW,
-        updated_at=NOW,
-    )
+    record = running_execution("ex1", NOW)
     return ExecutionState(record, WorkflowSpec(name="w", version="1"), {n.id: n for n in nodes}, {})
 
 

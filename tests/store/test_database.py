@@ -7,7 +7,6 @@ import logging
 import os
 import secrets
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -192,20 +191,6 @@ async def test_unreachable_postgresql_is_store_unavailable() -> None:
         await Store.open("postgresql://postgres:hunter2@127.0.0.1:1/sluice")
     assert "127.0.0.1" in str(caught.value)
     assert "hunter2" not in str(caught.value)
-
-
-@pytest.fixture
-def empty_pg_url(pg_database_url: str) -> Iterator[str]:
-    """A PostgreSQL database with no schema at all."""
-    import psycopg
-
-    base = pg_database_url.rpartition("/")[0]
-    name = f"sluice_empty_{secrets.token_hex(4)}"
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield f"{base}/{name}"
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.mark.postgres

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from sluice.spec.phases import CacheStatus, ExecutionPhase, NodePhase, ReservationStatus
+from sluice.spec.phases import CacheStatus, NodePhase, ReservationStatus
 from sluice.store.reconcile_writes import ReconcileWrites, WriteOutcome
-from sluice.store.records import EventRecord, ExecutionRecord, NodeRecord
+from sluice.store.records import EventRecord, NodeRecord
 from sluice.store.store import Store
+from support.records import running_execution
 
 T0 = 1_700_000_000.0
 OWNER = "engine-a"
@@ -22,17 +23,7 @@ OWNER = "engine-a"
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[Store]:
     opened = await Store.open(f"sqlite:///{tmp_path / 'w.db'}")
-    record = ExecutionRecord(
-        id="e1",
-        project="p",
-        domain="d",
-        workflow_name="wf",
-        workflow_version="v1",
-        phase=ExecutionPhase.RUNNING,
-        inputs={},
-        created_at=T0,
-        updated_at=T0,
-    )
+    record = running_execution("e1", T0)
     async with opened.write() as repos:
         assert await repos.executions.insert(record)
         assert await repos.executions.claim("e1", OWNER, T0, T0 + 30)
