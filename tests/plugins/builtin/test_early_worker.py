@@ -14,6 +14,7 @@ import pytest
 
 from sluice.plugins.builtin import early_worker
 from sluice.plugins.builtin.pool import WorkerDied, WorkerPool
+from support.crash import alive as _alive
 
 TASKS = """
 import os
@@ -120,11 +121,3 @@ def test_a_worker_no_pool_took_is_killed_when_discarded() -> None:
     early_worker.discard_early_worker()
     assert started.popen.returncode is not None
     assert early_worker._slot == []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True

@@ -7,7 +7,6 @@ fan-out through a real engine. Each test has a task host of its own, whose count
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from pathlib import Path
 from types import ModuleType
@@ -25,6 +24,7 @@ from sluice.plugins.testing import drive
 from sluice.runtime import Runtime
 from sluice.sdk.loader import load_module
 from sluice.spec.phases import ExecutionPhase
+from support.crash import alive as _alive
 from support.engine import run
 from support.remote import plugin_context
 
@@ -105,14 +105,6 @@ async def test_the_function_s_error_is_retryable_and_bad_outputs_are_permanent(
     assert wrong.error.code == "OutputsError", wrong.error
     assert died.phase is Phase.RETRYABLE_FAILURE and died.error is not None
     assert (died.error.kind, died.error.code) == (ErrorKind.SYSTEM, "RayTaskFailed"), died.error
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_abort_kills_the_task_s_worker_and_the_host_forgets_it(
