@@ -249,11 +249,10 @@ async def test_only_releases_commit_without_waiting_for_the_wal_flush(
     }
 
 
+@pytest.mark.parametrize("location", SQL[1:], indirect=True)  # PostgreSQL's one-call release
 async def test_a_release_where_this_process_saw_waiters_skips_the_one_call_release(
     managers: ManagerFactory, location: Location, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if location.name != "postgresql":
-        pytest.skip("PostgreSQL's one-call release")
     tried: list[str] = []
     original = pg_direct.try_release
 
