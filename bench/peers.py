@@ -157,9 +157,7 @@ def run_child(
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:  # say why: the peers' own errors, not only an exit status
         tail = "\n".join(done.stderr.strip().splitlines()[-15:])
-        raise ChildFailed(
-            f"{Path(python).parent.parent.name} run failed ({done.returncode}):\n{tail}"
-        )
+        raise ChildFailed(f"{name}: exit status {done.returncode}\n{tail}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -39,7 +39,6 @@ from typing import Any
 import resources
 from sluice.resources.backends.base import AllocationRequest
 from sluice.resources.backends.sql import pg_direct
-from sluice.resources.backends.sql.writes import lock_keys
 
 _GRANT = pg_direct._TRY_GRANT
 _RELEASE = pg_direct._TRY_RELEASE
@@ -103,8 +102,7 @@ def measure(url: str, request: AllocationRequest, rounds: int, per_round: int) -
             if transaction("grant", _GRANT, grant)[0] is None:
                 raise RuntimeError("the uncontended one-call grant declined")
             names = [c.namespace for c in ask.claims]
-            keys = pg_direct.array_literal(lock_keys(names))
-            release = (keys, token, pg_direct.array_literal(names), "sluice_pg_calls", "", "bench")
+            release = pg_direct.release_arguments(token, names, "sluice_pg_calls", "bench")
             if transaction("release", _RELEASE, release)[0] is None:
                 raise RuntimeError("the one-call release declined")
 

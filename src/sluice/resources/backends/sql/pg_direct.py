@@ -260,15 +260,22 @@ async def try_grant_waiter(
     return since, tuple(NamespaceUsage(c.namespace, n, w) for c, n, w in usage)
 
 
+def release_arguments(
+    token: str, names: Sequence[str], channel: str, origin: str | None
+) -> tuple[Any, ...]:
+    """The one-call release's arguments, in their order."""
+    pg_channel, prefix = pg_notification(channel, "")
+    keys = array_literal(lock_keys(names))
+    return (keys, token, array_literal(names), pg_channel, prefix, origin)
+
+
 async def try_release(
     conn: Conn, token: str, names: Sequence[str], channel: str, origin: str | None
 ) -> tuple[NamespaceUsage, ...] | None:
     """The release of migration 0005 where nobody waits, as one autocommit statement that
     also NOTIFYs (with `origin`; payload {"origin", "wake": [[namespace, null], ...]}, as the
     general path's): the usage after it, or None (nothing written) for the general path."""
-    pg_channel, prefix = pg_notification(channel, "")
-    arguments = (array_literal(lock_keys(names)), token, array_literal(names))
-    cursor = await conn.execute(_TRY_RELEASE, (*arguments, pg_channel, prefix, origin))
+    cursor = await conn.execute(_TRY_RELEASE, release_arguments(token, names, channel, origin))
     row = await cursor.fetchone()
     freed = row[0] if row is not None else None
     if freed is None:
