@@ -57,3 +57,14 @@ class FakeClock:
             _, _, future = heapq.heappop(self._sleepers)
             if not future.done():
                 future.set_result(None)
+
+
+def store_now(clock: Clock) -> float | None:
+    """The time to hand a store for judging leases and expiries.
+
+    None for the real clock: the store then reads its own clock inside the atomic operation
+    (PostgreSQL's `clock_timestamp()`, Redis `TIME`, the host's clock for SQLite and memory),
+    so an engine whose clock is skewed can never make a live lease look lapsed or a lapsed
+    one look live. A test clock's time is handed down as the store's time, so tests that
+    drive time stay deterministic on every backend (docs/invariants.md, "One clock")."""
+    return None if isinstance(clock, SystemClock) else clock.now()

@@ -78,6 +78,13 @@ class EngineConfig(_Section):
     """Safety-net re-evaluation of every owned execution; events drive the normal path."""
     execution_lease: float = Field(default=30.0, gt=0)
     """An engine that stops renewing its executions for this long loses them to another."""
+    fence_margin: float = Field(default=0.25, gt=0, lt=1)
+    """Fraction of each lease kept between an engine's own deadline (no renewal proven for
+    lease x (1 - margin), on its monotonic clock) and the lease's end in the store: past
+    its deadline an engine launches nothing and its workers end their bodies."""
+    drain_timeout: float = Field(default=30.0, ge=0)
+    """Seconds a SIGTERM gives running attempts to finish and record their end before the
+    rest are stopped and handed over to another engine; a second signal stops at once."""
     backoff_base: float = Field(default=2.0, ge=0)
     backoff_max: float = Field(default=20.0, ge=0)
     max_plugin_phase_versions: int = Field(default=100_000, ge=1)

@@ -26,6 +26,7 @@ from sluice.engine.owned import OwnedExecutions
 from sluice.engine.services import EngineServices, NodeCache, NodeClaims
 from sluice.errors import NotFoundError
 from sluice.executions.launch import check_launch, claim_limits, create_execution, merge_inputs
+from sluice.fencing import LeaseFence
 from sluice.ids import new_instance_id
 from sluice.logs import LogFiles, TaskLogSink, log_store_url
 from sluice.logs.reader import LogReader
@@ -102,6 +103,8 @@ class Runtime:
         self.metrics = CollectorRegistry()
         self.engine_metrics = EngineMetrics(self.metrics)
         self.secrets = EnvSecrets()
+        self.fence = LeaseFence(settings.engine.fence_margin)
+        """This process's engine's lease fence, shared with the plugins that run bodies."""
         self.notifier = Notifier(store.db, self.instance_id, clock=clock)
         self.registry: PluginRegistry | None = None
         self.workflows: dict[tuple[str, str, str], WorkflowSpec] = {}
@@ -181,6 +184,7 @@ class Runtime:
             secrets=self.secrets,
             config=self._plugin_config(entry),
             clock=self.clock,
+            fence=self.fence,
         )
 
     @property
@@ -214,6 +218,7 @@ class Runtime:
             engine_id=self.instance_id,
             counters=self.engine_metrics,
             logs=self.open_task_logs(),
+            fence=self.fence,
         )
         await self.resources.start()  # after plugin load: registered quotas are stored now
         return compose_engine(
@@ -320,3 +325,4 @@ class Runtime:
         await self.resources.close()
         await self.notifier.close()
         await self.store.close()
+        self.fence.close()

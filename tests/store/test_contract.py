@@ -12,6 +12,7 @@ import importlib
 import multiprocessing
 import secrets
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -328,19 +329,23 @@ async def test_claim_hold_renew_release(store: Store) -> None:
     lease = 30.0
     async with store.write() as repos:
         ex = repos.executions
-        assert await ex.claim("e1", "A", T0, T0 + lease)
-        assert await ex.claim("e1", "A", T0 + 1, T0 + 1 + lease)  # an owner may re-claim
-        assert not await ex.claim("e1", "B", T0 + 10, T0 + 10 + lease)  # lease still running
-        assert not await ex.claim("e1", "B", T0 + 1 + lease, T0 + 60)  # expiry is exclusive
-        assert await ex.hold("e1", "A", T0 + 100)  # A extends its lease
-        assert not await ex.claim("e1", "B", T0 + 50, T0 + 80)
-        assert not await ex.hold("e1", "B", T0 + 200)  # B does not own it
-        assert await ex.claim("e2", "A", T0, T0 + lease)
-        assert await ex.claim("e3", "B", T0, T0 + lease)
-        assert await ex.renew("A", ["e1", "e2", "e3", "missing"], T0 + 300) == {"e1", "e2"}
-        assert await ex.renew("A", [], T0 + 300) == set()
+        assert await ex.claim("e1", "A", T0, lease) == 1
+        assert await ex.claim("e1", "A", T0 + 1, lease) == 2  # a re-claim is a new epoch
+        assert await ex.claim("e1", "B", T0 + 10, lease) is None  # lease still running
+        assert await ex.claim("e1", "B", T0 + 1 + lease, lease) is None  # expiry is exclusive
+        assert await ex.hold("e1", "A", 2, T0 + 70, lease)  # A extends its lease to T0 + 100
+        assert not await ex.hold("e1", "A", 1, T0 + 70, lease)  # an earlier epoch's write
+        assert await ex.claim("e1", "B", T0 + 50, lease) is None
+        assert not await ex.hold("e1", "B", 2, T0 + 170, lease)  # B does not own it
+        assert await ex.claim("e2", "A", T0, lease) == 1
+        assert await ex.claim("e3", "B", T0, lease) == 1
+        assert await ex.renew("A", ["e1", "e2", "e3", "missing"], T0 + 270, lease) == {
+            "e1",
+            "e2",
+        }
+        assert await ex.renew("A", [], T0 + 270, lease) == set()
     owned = await get(store, "e1")
-    assert (owned.owner, owned.owner_expires_at) == ("A", T0 + 300)
+    assert (owned.owner, owned.owner_expires_at, owned.owner_epoch) == ("A", T0 + 300, 2)
     assert (await get(store, "e3")).owner_expires_at == T0 + lease  # B's untouched
 
     async with store.write() as repos:
@@ -348,7 +353,7 @@ async def test_claim_hold_renew_release(store: Store) -> None:
     assert (await get(store, "e1")).owner == "A"
     async with store.write() as repos:
         await repos.executions.release("e1", "A")
-        assert await repos.executions.claim("e1", "B", T0 + 1, T0 + 31)  # free again
+        assert await repos.executions.claim("e1", "B", T0 + 1, 30) == 3  # free again
     released = await get(store, "e1")
     assert (released.owner, released.owner_expires_at) == ("B", T0 + 31)
 
@@ -356,12 +361,31 @@ async def test_claim_hold_renew_release(store: Store) -> None:
 async def test_another_owner_claims_after_the_lease_expires(store: Store) -> None:
     await insert(store, execution("e1", R))
     async with store.write() as repos:
-        assert await repos.executions.claim("e1", "A", T0, T0 + 30)
+        assert await repos.executions.claim("e1", "A", T0, 30) == 1
     async with store.write() as repos:
-        assert await repos.executions.claim("e1", "B", T0 + 30.001, T0 + 60)
-        assert not await repos.executions.hold("e1", "A", T0 + 90)  # A lost it
-        assert await repos.executions.renew("A", ["e1"], T0 + 90) == set()
+        assert await repos.executions.claim("e1", "B", T0 + 30.001, 30) == 2
+        assert not await repos.executions.hold("e1", "A", 1, T0 + 60, 30)  # A lost it
+        assert not await repos.executions.hold("e1", "B", 1, T0 + 60, 30)  # not B's epoch
+        assert await repos.executions.renew("A", ["e1"], T0 + 60, 30) == set()
     assert (await get(store, "e1")).owner == "B"
+
+
+async def test_leases_are_judged_on_the_stores_clock(store: Store) -> None:
+    """With no time given (production), claims, holds and renewals read the store's clock:
+    a lease written by a clock far ahead or behind is judged by the store's time, and a new
+    lease ends a lease after the store's time whatever the engine's clock says."""
+    await insert(store, execution("past", R), execution("now", R))
+    ahead = time.time() + 3600
+    async with store.write() as repos:
+        assert await repos.executions.claim("past", "A", T0, 30) == 1  # lapsed long ago
+        assert await repos.executions.claim("now", "A", None, 30) == 1
+        assert await repos.executions.claimable("B", None, 10) == ["past"]
+        assert await repos.executions.claim("now", "B", ahead, 30) == 2  # a clock an hour ahead
+    async with store.write() as repos:
+        assert await repos.executions.hold("now", "B", 2, None, 30)
+        stored_now = await repos.executions.get("now")
+        assert stored_now is not None and stored_now.owner_expires_at is not None
+        assert stored_now.owner_expires_at < ahead  # the store's time, not the skewed one
 
 
 async def test_pending_and_terminal_executions_are_never_claimable(store: Store) -> None:
@@ -370,7 +394,7 @@ async def test_pending_and_terminal_executions_are_never_claimable(store: Store)
     await insert(store, *(execution(f"ok-{p.value}", p) for p in sorted(ACTIVE_EXECUTION_PHASES)))
     async with store.write() as repos:
         for phase in phases:
-            assert not await repos.executions.claim(f"e-{phase.value}", "A", T0, T0 + 30), phase
+            assert await repos.executions.claim(f"e-{phase.value}", "A", T0, 30) is None, phase
         claimable = await repos.executions.claimable("A", T0, limit=100)
     assert sorted(claimable) == sorted(f"ok-{p.value}" for p in ACTIVE_EXECUTION_PHASES)
 
@@ -385,8 +409,8 @@ async def test_claimable_orders_by_priority_then_age_and_skips_live_leases(store
         execution("lapsed", R, created_at=T0 - 4),
     )
     async with store.write() as repos:
-        assert await repos.executions.claim("held", "B", T0, T0 + 100)
-        assert await repos.executions.claim("lapsed", "B", T0, T0 + 1)
+        assert await repos.executions.claim("held", "B", T0, 100)
+        assert await repos.executions.claim("lapsed", "B", T0, 1)
         assert await repos.executions.claimable("A", T0 + 10, limit=10) == [
             "urgent",
             "lapsed",
@@ -406,9 +430,9 @@ async def test_claimable_among_ids_and_owners_of_live_leases(store: Store) -> No
         execution("d", R, created_at=T0 + 3),
     )
     async with store.write() as repos:
-        assert await repos.executions.claim("a", "B", T0, T0 + 100)
-        assert await repos.executions.claim("b", "B", T0, T0 + 100)
-        assert await repos.executions.claim("c", "C", T0, T0 + 1)  # lapses at T0 + 1
+        assert await repos.executions.claim("a", "B", T0, 100)
+        assert await repos.executions.claim("b", "B", T0, 100)
+        assert await repos.executions.claim("c", "C", T0, 1)  # lapses at T0 + 1
         assert await repos.executions.claimable("A", T0 + 10, 10, ids=["c", "d", "a"]) == [
             "c",
             "d",

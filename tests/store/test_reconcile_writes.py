@@ -18,6 +18,7 @@ from support.records import running_execution
 
 T0 = 1_700_000_000.0
 OWNER = "engine-a"
+EPOCH = 1
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
     record = running_execution("e1", T0)
     async with opened.write() as repos:
         assert await repos.executions.insert(record)
-        assert await repos.executions.claim("e1", OWNER, T0, T0 + 30)
+        assert await repos.executions.claim("e1", OWNER, T0, 30) == EPOCH
         await repos.nodes.insert_many([NodeRecord("e1", "a"), NodeRecord("e1", "b")])
     yield opened
     await opened.close()
@@ -68,7 +69,7 @@ async def test_written_rows_read_back_as_the_records(store: Store) -> None:
     nodes, _ = await stored(store)
     records = [changed(nodes["a"]), changed(nodes["b"])]
     events = [event("a", "RUNNING"), event("b", "QUEUED")]
-    outcome = await writes.write("e1", OWNER, T0 + 60, records, events)
+    outcome = await writes.write("e1", OWNER, EPOCH, T0 + 30, 30, records, events)
     assert outcome is WriteOutcome.WRITTEN
     assert [r.version for r in records] == [1, 1]
     after, history = await stored(store)
@@ -87,9 +88,25 @@ async def test_a_lost_lease_writes_nothing(store: Store) -> None:
     assert writes is not None
     nodes, _ = await stored(store)
     records = [changed(nodes["a"])]
-    outcome = await writes.write("e1", "engine-b", T0 + 60, records, [event("a", "RUNNING")])
+    outcome = await writes.write(
+        "e1", "engine-b", EPOCH, T0 + 30, 30, records, [event("a", "RUNNING")]
+    )
     assert outcome is WriteOutcome.LEASE_LOST
     assert records[0].version == 0
+    assert await stored(store) == (nodes, [])
+
+
+async def test_a_write_from_an_earlier_epoch_writes_nothing(store: Store) -> None:
+    """The owner claimed the execution again (a new epoch): what its earlier ownership still
+    had in flight is refused, so a stale reconcile cannot overwrite the reloaded state."""
+    writes = ReconcileWrites.for_database(store.db)
+    assert writes is not None
+    async with store.write() as repos:
+        assert await repos.executions.claim("e1", OWNER, T0 + 1, 30) == EPOCH + 1
+    nodes, _ = await stored(store)
+    records = [changed(nodes["a"])]
+    outcome = await writes.write("e1", OWNER, EPOCH, T0 + 2, 30, records, [])
+    assert outcome is WriteOutcome.LEASE_LOST
     assert await stored(store) == (nodes, [])
 
 
@@ -100,7 +117,7 @@ async def test_one_stale_node_writes_nothing(store: Store) -> None:
     stale = changed(nodes["b"])
     stale.version = 7
     records = [changed(nodes["a"]), stale]
-    outcome = await writes.write("e1", OWNER, T0 + 60, records, [event("a", "RUNNING")])
+    outcome = await writes.write("e1", OWNER, EPOCH, T0 + 30, 30, records, [event("a", "RUNNING")])
     assert outcome is WriteOutcome.NODE_CHANGED
     assert [r.version for r in records] == [0, 7]
     assert await stored(store) == (nodes, [])
@@ -128,7 +145,7 @@ async def test_a_write_waits_for_another_process_holding_the_lock(store: Store) 
     nodes, _ = await stored(store)
     records = [changed(nodes["a"])]
     writing = asyncio.ensure_future(
-        writes.write("e1", OWNER, T0 + 60, records, [event("a", "RUNNING")])
+        writes.write("e1", OWNER, EPOCH, T0 + 30, 30, records, [event("a", "RUNNING")])
     )
     await asyncio.sleep(0.2)
     assert not writing.done()

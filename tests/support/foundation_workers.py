@@ -44,7 +44,7 @@ async def _contend(
             )
         await asyncio.to_thread(barrier.wait)
         async with store.write() as repos:
-            won_claim = await repos.executions.claim(claim_id, owner, T0, T0 + 30.0)
+            won_claim = await repos.executions.claim(claim_id, owner, T0, 30.0) is not None
         return ("ok", owner, won_cas, won_claim)
     finally:
         await store.close()

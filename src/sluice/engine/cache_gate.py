@@ -15,6 +15,10 @@ At most one live body per cache key while its owner lives:
   get_or_extend_reservation before it runs on: still ours -> extended, heartbeat armed and
   scheduled; someone else's -> the handler stops the attempt (abort and finalize) and the
   node waits for the cache like any waiter (a fresh attempt start, not a user retry).
+- Fencing: besides each node's own heartbeat, the engine extends every reservation its nodes
+  hold in one round per heartbeat (`extend`), whatever the nodes wait for; a round that was
+  answered proves them alive (the engine's fence, sluice/fencing.py), so an engine that cannot
+  extend in time is fenced before a reservation can lapse.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from sluice.cache import CacheEntry, CacheSource, Catalog, cache_key
+from sluice.cache import CacheEntry, CacheSource, Catalog, Reservation, cache_key
 from sluice.clock import Clock
 from sluice.config import CacheConfig
 from sluice.engine import lifecycle
@@ -39,12 +43,49 @@ WaitFor = Callable[[str, str, str, float | None], None]
 
 class CacheGate:
     def __init__(
-        self, catalog: Catalog, config: CacheConfig, clock: Clock, wait_for: WaitFor
+        self,
+        catalog: Catalog,
+        config: CacheConfig,
+        clock: Clock,
+        wait_for: WaitFor,
     ) -> None:
         self.catalog = catalog
         self.config = config
         self.clock = clock
         self._wait_for = wait_for
+
+    @property
+    def renewal(self) -> tuple[float, float]:
+        """(how often, for how long) a held reservation is extended."""
+        interval = self.catalog.effective_heartbeat(self.config.heartbeat_interval)
+        return interval, interval * self.catalog.multiplier
+
+    async def _claim(self, ex: ExecutionState, node: NodeState) -> tuple[Reservation, bool]:
+        """get_or_extend_reservation for this node; whether it is ours."""
+        owner = self.owner_id(ex, node)
+        held = await self.catalog.get_or_extend_reservation(
+            self._key(ex, node), owner, self.config.heartbeat_interval
+        )
+        return held, held.owner_id == owner
+
+    async def extend(self, ex: ExecutionState, node: NodeState) -> None:
+        """Extend the reservation the node holds now, whatever it waits for (the engine's
+        round); a loss is handled as the node's heartbeat handles it. SluiceError when the
+        store cannot answer."""
+        if node.record.reservation_status is not ReservationStatus.ACQUIRED:
+            return
+        held, mine = await self._claim(ex, node)
+        if mine:
+            lifecycle.arm_heartbeat(node, self.clock.now() + held.heartbeat_interval)
+        else:
+            self._lost(ex, node, held)
+
+    @staticmethod
+    def _lost(ex: ExecutionState, node: NodeState, held: Reservation) -> None:
+        # Taken over after an expiry: keep driving this task to its end (never drop it).
+        log.warning("%s/%s lost its reservation to %s", ex.id, node.id, held.owner_id)
+        node.record.reservation_status = ReservationStatus.EXISTS
+        lifecycle.disarm_heartbeat(node)
 
     @staticmethod
     def owner_id(ex: ExecutionState, node: NodeState) -> str:
@@ -93,17 +134,14 @@ class CacheGate:
 
     async def _reserve(self, ex: ExecutionState, node: NodeState) -> PhaseInfo | None:
         rec = node.record
-        owner = self.owner_id(ex, node)
         now = self.clock.now()
         try:
-            held = await self.catalog.get_or_extend_reservation(
-                self._key(ex, node), owner, self.config.heartbeat_interval
-            )
+            held, mine = await self._claim(ex, node)
         except SluiceError as exc:
             rec.reservation_status = ReservationStatus.FAILURE
             self._wait_for(self._key(ex, node), ex.id, node.id, now + 1.0)
             return PhaseInfo.waiting_for_cache(0, f"cannot reach the reservation store: {exc}")
-        if held.owner_id == owner:
+        if mine:
             # The previous owner may have put and released between our lookup and this claim:
             # look again (a read begun after the claim) so that the result is computed once.
             hit = await self._lookup(ex, node, fresh=True)
@@ -138,11 +176,8 @@ class CacheGate:
         rec = node.record
         if rec.reservation_status is not ReservationStatus.ACQUIRED:
             return None
-        owner = self.owner_id(ex, node)
-        held = await self.catalog.get_or_extend_reservation(
-            self._key(ex, node), owner, self.config.heartbeat_interval
-        )
-        if held.owner_id == owner:
+        held, mine = await self._claim(ex, node)
+        if mine:
             lifecycle.arm_heartbeat(node, self.clock.now() + held.heartbeat_interval)
             return None
         rec.reservation_status = ReservationStatus.EXISTS
@@ -158,19 +193,13 @@ class CacheGate:
         now = self.clock.now()
         if node.heartbeat_at is not None and now < node.heartbeat_at:
             return node.heartbeat_at
-        owner = self.owner_id(ex, node)
         try:
-            held = await self.catalog.get_or_extend_reservation(
-                self._key(ex, node), owner, self.config.heartbeat_interval
-            )
+            held, mine = await self._claim(ex, node)
         except SluiceError as exc:
             log.warning("extending the reservation of %s/%s failed: %s", ex.id, node.id, exc)
             return lifecycle.arm_heartbeat(node, now + 1.0)
-        if held.owner_id != owner:
-            # Taken over after an expiry: keep driving this task to its end (never drop it).
-            log.warning("%s/%s lost its reservation to %s", ex.id, node.id, held.owner_id)
-            rec.reservation_status = ReservationStatus.EXISTS
-            lifecycle.disarm_heartbeat(node)
+        if not mine:
+            self._lost(ex, node, held)
             return None
         return lifecycle.arm_heartbeat(node, now + held.heartbeat_interval)
 
@@ -223,6 +252,13 @@ class NoCache:
         return None
 
     async def heartbeat(self, ex: ExecutionState, node: NodeState) -> float | None:
+        return None
+
+    @property
+    def renewal(self) -> tuple[float, float] | None:
+        return None
+
+    async def extend(self, ex: ExecutionState, node: NodeState) -> None:
         return None
 
     async def after_attempt(self, ex: ExecutionState, node: NodeState, succeeded: bool) -> None:

@@ -19,6 +19,14 @@ Rules of the outer loops:
   outage, one line when it is back, no tracebacks for connection errors. A database that is
   gone for `store_gone_timeout` seconds, or a SQLite file removed or replaced under the engine,
   sets `fatal` and ends `wait_fatal`; `sluice engine` then stops with exit 4.
+- Fencing (sluice/fencing.py, docs/invariants.md): every renewal round that succeeds proves
+  its kind of lease alive from the moment it was sent (monotonic clock). Once no proof holds
+  (paused, cut off, overloaded past `lease x (1 - fence_margin)`), the engine is fenced: it
+  calls no plugin and launches nothing (the handler defers the node), its workers end their
+  bodies, every attempt in flight is marked for re-verification, and the renewals run at
+  once. When they succeed, the deferred nodes are stepped again and re-verify their claims
+  and reservation before anything else. An execution lost to another engine has its local
+  bodies stopped at once (`abandon`); its remote work is the new owner's.
 """
 
 from __future__ import annotations
@@ -51,6 +59,12 @@ RECONCILE_WORKERS = 4
 _STOP_GRACE = 10.0
 _WATCH_INTERVAL = 0.5
 """Seconds between checks of the store's files (SQLite) and probes during an outage."""
+_FENCE_LOOK = 0.5
+"""Longest the fence's watcher sleeps between two looks (it sleeps to the deadline sooner)."""
+_EXECUTIONS, _TOKENS, _RESERVATIONS = "executions", "tokens", "reservations"
+"""The fence's proofs: every execution this engine owns, every token its tasks hold, every
+cache reservation they hold."""
+_RENEWING = "renewing execution leases"
 
 
 @dataclass(frozen=True)
@@ -103,6 +117,10 @@ class Engine:
         self.health.gone_timeout = services.config.store_gone_timeout
         self.health.announce = True  # a long-running process: say when the store is lost
         self._fatal = asyncio.Event()
+        self._fenced = False
+        self._renew_now = asyncio.Event()
+        self._renew_tokens_now: asyncio.Event | None = None
+        self._renew_reservations_now: asyncio.Event | None = None
         self._watch_counts()
         self.driver.compound.launches.adopt = self._adopt
 
@@ -141,7 +159,7 @@ class Engine:
             await self.driver.reconcile(ex)
         except LostOwnership:
             log.warning("engine %s lost execution %s to another engine", self.engine_id, ex.id)
-            self._drop(ex)
+            self._abandon(ex)
             return
         except Exception as exc:
             reraise_cancellation()
@@ -182,7 +200,7 @@ class Engine:
         try:
             await self.driver.fail(ex, message)
         except LostOwnership:
-            self._drop(ex)
+            self._abandon(ex)
             return
         except Exception as exc:
             reraise_cancellation()
@@ -222,16 +240,68 @@ class Engine:
         return len(loaded)
 
     async def _renew(self) -> None:
+        sent = self.s.fence.now()
         for execution_id in await self.ownership.renew(list(self._executions)):
             ex = self._executions.get(execution_id)
             if ex is not None:
                 log.warning("engine %s lost the lease of %s", self.engine_id, execution_id)
-                self._drop(ex)
+                self._abandon(ex)
+        self._proved(_EXECUTIONS, sent, self.s.config.execution_lease)
+
+    def _abandon(self, ex: ExecutionState) -> None:
+        """Drop an execution another engine holds now, stopping its bodies in this process
+        (never its remote work, which the new owner drives on)."""
+        for plugin in self.s.registry.plugins.values():
+            abandon = getattr(plugin, "abandon", None)
+            if abandon is not None:
+                abandon(ex.id)
+        self._drop(ex)
+
+    def _proved(self, kind: str, sent: float, lease: float) -> None:
+        """A renewal round of `kind` was answered: the fence may open again, and the nodes
+        it held back are stepped (re-verifying first, if the fence had closed)."""
+        self.s.fence.proved(kind, sent, lease)
+        if not self.s.fence.live():
+            return
+        if self._fenced:
+            self._fenced = False
+            log.warning("engine %s re-verified its leases: it acts again", self.engine_id)
+        for execution_id, node_id in self.s.fence.restored():
+            if execution_id in self._executions:
+                self.enqueue(execution_id, [node_id])
+
+    async def _watch_fence(self) -> None:
+        """Notice the fence close (no lease proven alive in time): stop acting until every
+        lease is re-verified. The handler's own check keeps anything from launching meanwhile;
+        this loop makes the engine re-verify at once."""
+        while True:
+            await asyncio.sleep(min(max(self.s.fence.remaining(), 0.0), _FENCE_LOOK))
+            if not self._fenced and not self.s.fence.live():
+                self._lose_fence()
+
+    def _lose_fence(self) -> None:
+        self._fenced = True
+        late = -self.s.fence.remaining()
+        log.warning(
+            "engine %s could not show its leases alive in time (%.1fs past its deadline):"
+            " its task bodies are stopped and every lease is re-verified before it acts again",
+            self.engine_id,
+            late,
+        )
+        for ex in self._executions.values():
+            for node in ex.nodes.values():
+                if node.record.attempt_started_at is not None:
+                    lifecycle.suspect(node)
+        for renew in (self._renew_now, self._renew_tokens_now, self._renew_reservations_now):
+            if renew is not None:
+                renew.set()
 
     async def _renew_claims(self) -> None:
         """Extend the leases of every token a live task holds (its claims and its plugin's).
         A token that no longer holds somewhere (its lease lapsed, maybe granted to another)
-        gets its attempt re-verified at once: stopped, unless it can be claimed again."""
+        gets its attempt re-verified at once: stopped, unless it can be claimed again. A round
+        in which every renewal was answered proves the tokens' leases (the fence)."""
+        sent, answered = self.s.fence.now(), True
         for ex in list(self._executions.values()):
             for node in list(ex.nodes.values()):
                 if not node.record.claims or node.record.phase.is_terminal:
@@ -240,11 +310,34 @@ class Engine:
                     lost = await self.claims.renew(node.record.claims)
                 except SluiceError as exc:
                     log.warning("renewing the tokens of %s/%s failed: %s", ex.id, node.id, exc)
+                    answered = False
                     continue
                 if lost and node.record.attempt_started_at is not None:
                     log.warning("%s/%s no longer holds %s", ex.id, node.id, ", ".join(lost))
                     lifecycle.suspect(node)
                     self.enqueue(ex.id, [node.id])
+        if answered and self.resources is not None:
+            self._proved(_TOKENS, sent, self.resources.lease)
+
+    async def _renew_reservations(self) -> None:
+        """Extend every cache reservation a node holds, whatever it waits for; a round in
+        which every extension was answered proves them alive (the fence)."""
+        cache, renewal = self.driver.handler.cache, self.driver.handler.cache.renewal
+        assert renewal is not None
+        sent, answered = self.s.fence.now(), True
+        for ex in list(self._executions.values()):
+            for node in list(ex.nodes.values()):
+                if node.record.phase.is_terminal:
+                    continue
+                try:
+                    await cache.extend(ex, node)
+                except SluiceError as exc:
+                    log.warning(
+                        "extending the reservation of %s/%s failed: %s", ex.id, node.id, exc
+                    )
+                    answered = False
+        if answered:
+            self._proved(_RESERVATIONS, sent, renewal[1])
 
     # Notifications.
     def _on_execution_changed(self, execution_id: str) -> None:
@@ -294,10 +387,19 @@ class Engine:
             self._claim_wanted.clear()
 
     async def _every(
-        self, seconds: float, work: Callable[[], Awaitable[object]], what: str
+        self,
+        seconds: float,
+        work: Callable[[], Awaitable[object]],
+        what: str,
+        sooner: asyncio.Event | None = None,
     ) -> None:
+        """Run `work` every `seconds`, or as soon as `sooner` is set."""
         while True:
-            await asyncio.sleep(seconds)
+            if sooner is None:
+                await asyncio.sleep(seconds)
+            else:
+                await wait_event(sooner, seconds)
+                sooner.clear()
             await self._guarded(work, what)
 
     async def _watch_store(self) -> None:
@@ -389,16 +491,39 @@ class Engine:
                 self.notifier.subscribe(EXECUTIONS_CHANNEL, self._on_execution_changed)
             )
         config = self.s.config
+        started = self.s.fence.now()  # nothing held yet: proven alive from the start
+        self.s.fence.proved(_EXECUTIONS, started, config.execution_lease)
+        renew_now = self._renew_now
         loops = [
             self._claim_loop(),
             self._watch_store(),
-            self._every(config.execution_lease / 3, self._renew, "renewing execution leases"),
+            self._watch_fence(),
+            self._every(config.execution_lease / 3, self._renew, _RENEWING, renew_now),
             self._every(config.resync_interval, self._resync, "resync"),
             *(self._work() for _ in range(RECONCILE_WORKERS)),
         ]
-        if self.resources is not None:
+        renewal = self.driver.handler.cache.renewal
+        if renewal is not None:
+            self.s.fence.proved(_RESERVATIONS, started, renewal[1])
+            self._renew_reservations_now = asyncio.Event()
             loops.append(
-                self._every(self.resources.lease / 3, self._renew_claims, "renewing token leases")
+                self._every(
+                    renewal[0],
+                    self._renew_reservations,
+                    "extending cache reservations",
+                    self._renew_reservations_now,
+                )
+            )
+        if self.resources is not None:
+            self.s.fence.proved(_TOKENS, started, self.resources.lease)
+            self._renew_tokens_now = asyncio.Event()
+            loops.append(
+                self._every(
+                    self.resources.lease / 3,
+                    self._renew_claims,
+                    "renewing token leases",
+                    self._renew_tokens_now,
+                )
             )
         self._tasks = [asyncio.create_task(loop) for loop in loops]
         log.info("engine %s started", self.engine_id)

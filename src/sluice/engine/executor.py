@@ -7,6 +7,7 @@ import asyncio
 import logging
 
 from sluice.cancellation import reraise_cancellation
+from sluice.clock import store_now
 from sluice.engine.bindings import resolve, resolve_inputs
 from sluice.engine.cache_gate import NO_CACHE
 from sluice.engine.claims import NO_CLAIMS
@@ -231,12 +232,11 @@ class ExecutionDriver:
         """persist without its crash point; False when there was nothing to write."""
         if not (ex.changed or ex.events or ex.execution_changed):
             return False
-        until = self.s.clock.now() + self.s.config.execution_lease
         inserts = any(not ex.nodes[node_id].stored for node_id in ex.changed)  # new children
         if self._writes is not None and not ex.execution_changed and not inserts:
-            await self._write_nodes(ex, until)
+            await self._write_nodes(ex)
         else:
-            await self._write_all(ex, until)
+            await self._write_all(ex)
         for node_id in ex.changed:
             ex.nodes[node_id].stored = True
         ex.changed.clear()
@@ -244,21 +244,25 @@ class ExecutionDriver:
         ex.execution_changed = False
         return True
 
-    async def _write_nodes(self, ex: ExecutionState, until: float) -> None:
+    async def _write_nodes(self, ex: ExecutionState) -> None:
         """The common reconcile (nodes and events, the execution's phase unchanged) on
         SQLite: the same statements as _write_all, compiled once, in one transaction run
         without a trip to the driver's thread when it can (store/reconcile_writes.py)."""
         assert self._writes is not None
         changed = [ex.nodes[node_id].record for node_id in sorted(ex.changed)]
-        outcome = await self._writes.write(ex.id, self.s.engine_id, until, changed, ex.events)
+        fence = (ex.id, self.s.engine_id, ex.record.owner_epoch, store_now(self.s.clock))
+        outcome = await self._writes.write(
+            *fence, self.s.config.execution_lease, changed, ex.events
+        )
         if outcome is WriteOutcome.LEASE_LOST:
             raise LostOwnership(ex.id)
         if outcome is WriteOutcome.NODE_CHANGED:
             raise LostOwnership(f"{ex.id}: a node was changed by another engine")
 
-    async def _write_all(self, ex: ExecutionState, until: float) -> None:
+    async def _write_all(self, ex: ExecutionState) -> None:
         async with self.store.write() as repos:
-            if not await repos.executions.hold(ex.id, self.s.engine_id, until):
+            fence = (ex.id, self.s.engine_id, ex.record.owner_epoch, store_now(self.s.clock))
+            if not await repos.executions.hold(*fence, self.s.config.execution_lease):
                 raise LostOwnership(ex.id)
             changed = [ex.nodes[node_id] for node_id in sorted(ex.changed)]
             await repos.nodes.insert_many([n.record for n in changed if not n.stored])

@@ -39,6 +39,7 @@ from sluice.engine.services import EngineServices, NodeAdmission, NodeCache, Nod
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import PluginNotFoundError, SluiceError
 from sluice.faults import crash_point
+from sluice.fencing import FENCED_ERROR
 from sluice.locks.names import lock_names
 from sluice.plugins.core.phase import ErrorKind, ExecutionError, Phase, PhaseInfo
 from sluice.spec.phases import NodePhase
@@ -64,6 +65,8 @@ class TaskHandler:
         self.plugins = PluginInvoker(services, scheduling)
 
     async def step(self, ex: ExecutionState, node: NodeState) -> None:
+        if self._fenced(ex, node):
+            return
         rec = node.record
         now = self.s.clock.now()
         if rec.next_attempt_at is not None:
@@ -89,6 +92,8 @@ class TaskHandler:
             await self._time_out(ex, node)
             return
         await self._heartbeat(ex, node)
+        if self._fenced(ex, node):  # checked again right before the plugin acts
+            return
         info = await self.plugins.handle(ex, node)
         if launching:
             crash_point("engine.after_launch")
@@ -99,6 +104,14 @@ class TaskHandler:
             return
         assert isinstance(info, PhaseInfo)
         await self.apply(ex, node, info)
+
+    def _fenced(self, ex: ExecutionState, node: NodeState) -> bool:
+        """True when the engine cannot show its leases alive (sluice/fencing.py): the node
+        does nothing now and is stepped again once the leases are re-verified."""
+        if self.s.fence.live():
+            return False
+        self.s.fence.defer(ex.id, node.id)
+        return True
 
     async def _reverify(self, ex: ExecutionState, node: NodeState, now: float) -> bool:
         """Check an in-flight attempt this engine has not verified against the stores; False
@@ -236,6 +249,11 @@ class TaskHandler:
     async def apply(self, ex: ExecutionState, node: NodeState, info: PhaseInfo) -> None:
         """Record what the plugin reported; on a terminal phase, finish the attempt."""
         if info.phase is Phase.UNDEFINED:
+            return
+        if info.error is not None and info.error.code == FENCED_ERROR:
+            # Its body was ended by fencing, not by its own failure: start the attempt again
+            # (not a retry), once the engine holds what it needs.
+            await self._stop_attempt(ex, node, "FENCED", info.error.message.splitlines()[-1])
             return
         if info.version > self.s.config.max_plugin_phase_versions:
             info = PhaseInfo.permanent_failure(

@@ -15,6 +15,7 @@ import socket
 from collections.abc import Collection
 
 from sluice.cancellation import reraise_cancellation
+from sluice.clock import store_now
 from sluice.engine.compound import restore as restore_children
 from sluice.engine.services import EngineServices
 from sluice.engine.state import ExecutionState
@@ -69,14 +70,16 @@ class Ownership:
         """Take up to `limit` executions nobody alive holds, highest priority then oldest
         first; their loaded states.
 
-        Nobody alive: no owner, a lapsed lease, or an owner that was a process on this host
-        that no longer exists (its executions are released at once). An owner whose lease is
-        live and that is not provably dead (another host, or a process that exists) is never
-        taken from: a live engine on this host is never treated as dead.
+        Nobody alive: no owner, a lease lapsed on the STORE's clock (never this engine's), or
+        an owner that was a process on this host that no longer exists (its executions are
+        released at once). An owner whose lease is live and that is not provably dead
+        (another host, or a process that exists) is never taken from: a live engine on this
+        host is never treated as dead. Each claim starts a new ownership epoch; a state whose
+        stored owner or epoch is not this claim's is not driven.
         """
-        now = self.s.clock.now()
-        until = now + self.s.config.execution_lease
-        taken: list[str] = []
+        now, local = store_now(self.s.clock), self.s.clock.now()
+        lease = self.s.config.execution_lease
+        taken: dict[str, int] = {}
         async with self.store.write() as repos:
             for owner in await repos.executions.other_owners(self.engine_id, now):
                 if dead_local_owner(owner):
@@ -85,12 +88,18 @@ class Ownership:
             candidates = await repos.executions.claimable(
                 self.engine_id, now, limit + len(held), ids=self.only
             )
-            wanted = [i for i in candidates if i not in held and not self._backing_off(i, now)]
+            wanted = [i for i in candidates if i not in held and not self._backing_off(i, local)]
             for execution_id in wanted[:limit]:
-                if await repos.executions.claim(execution_id, self.engine_id, now, until):
-                    taken.append(execution_id)
+                epoch = await repos.executions.claim(execution_id, self.engine_id, now, lease)
+                if epoch is not None:
+                    taken[execution_id] = epoch
         loaded = [await self._load_or_fail(i) for i in taken]
-        return [state for state in loaded if state is not None]
+        return [
+            state
+            for state in loaded
+            if state is not None
+            and (state.record.owner, state.record.owner_epoch) == (self.engine_id, taken[state.id])
+        ]
 
     def _backing_off(self, execution_id: str, now: float) -> bool:
         failed = self._load_failures.get(execution_id)
@@ -163,12 +172,13 @@ class Ownership:
         return self._workflows[key]
 
     async def renew(self, owned: list[str]) -> set[str]:
-        """Extend the leases on `owned`; the ids this engine no longer holds."""
+        """Extend the leases on `owned` by a lease of the store's clock; the ids this engine
+        no longer holds."""
         if not owned:
             return set()
-        until = self.s.clock.now() + self.s.config.execution_lease
+        now, lease = store_now(self.s.clock), self.s.config.execution_lease
         async with self.store.write() as repos:
-            kept = await repos.executions.renew(self.engine_id, owned, until)
+            kept = await repos.executions.renew(self.engine_id, owned, now, lease)
         return set(owned) - kept
 
     async def release(self, execution_id: str) -> None:

@@ -5,7 +5,7 @@ are always present; an engine without a catalog or a resource manager gets the n
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
@@ -15,6 +15,7 @@ from sluice.config import EngineConfig
 from sluice.engine.context import EnvSecrets
 from sluice.engine.metrics import EngineMetrics
 from sluice.engine.state import ExecutionState, NodeState
+from sluice.fencing import LeaseFence
 from sluice.logs import TaskLogSink
 from sluice.plugins.core.phase import PhaseInfo
 from sluice.plugins.core.registry import PluginRegistry
@@ -67,6 +68,16 @@ class NodeCache(Protocol):
         """Extend a held reservation when due; when to do so next, if it is held."""
         ...
 
+    @property
+    def renewal(self) -> tuple[float, float] | None:
+        """(how often, for how long) reservations are extended; None: no reservations."""
+        ...
+
+    async def extend(self, ex: ExecutionState, node: NodeState) -> None:
+        """Extend the node's reservation now if it holds one; SluiceError if the store cannot
+        answer."""
+        ...
+
     async def after_attempt(self, ex: ExecutionState, node: NodeState, succeeded: bool) -> None: ...
 
     async def release(self, ex: ExecutionState, node: NodeState) -> None: ...
@@ -104,3 +115,5 @@ class EngineServices:
     counters: EngineMetrics | None = None
     logs: TaskLogSink | None = None
     """Where task output goes (a writer per attempt); None discards it."""
+    fence: LeaseFence = field(default_factory=LeaseFence)
+    """Whether this engine may act: its leases proven alive (sluice/fencing.py)."""

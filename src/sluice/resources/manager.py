@@ -19,7 +19,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from sluice.cancellation import reraise_cancellation
-from sluice.clock import Clock
+from sluice.clock import Clock, store_now
 from sluice.config import ResourcesConfig
 from sluice.errors import InvalidArgumentError, InvalidQuotaError, UnknownNamespaceError
 from sluice.resources import validation as check
@@ -102,6 +102,10 @@ class QuotaManager:
     def lease(self) -> float:
         return self._lease
 
+    def _store_now(self) -> float | None:
+        """The time leases are judged at: None, the store's own clock (clock.store_now)."""
+        return store_now(self._clock)
+
     # Lifecycle.
     async def start(self) -> None:
         """Connect, store registered and configured quotas, start the sweeper and listener."""
@@ -121,7 +125,7 @@ class QuotaManager:
         self._started = True
 
     async def _store_quotas(self) -> None:
-        now = self._clock.now()
+        now = self._store_now()
         if self._plugin_quotas:
             await self._backend.set_quotas("plugin", dict(self._plugin_quotas), now)
         if self._config_quotas:
@@ -170,19 +174,19 @@ class QuotaManager:
             )
         self._plugin_quotas[namespace] = quota
         if self._started:  # a plugin loaded late: store it before the next allocation
-            self._spawn(self._backend.set_quotas("plugin", {namespace: quota}, self._clock.now()))
+            self._spawn(self._backend.set_quotas("plugin", {namespace: quota}, self._store_now()))
 
     async def set_quota(self, namespace: str, quota: int) -> None:
         """The operator's quota, stored in the backend so every process uses it. Lowering it
         never revokes held tokens: they run out, and only then do new claims fit."""
         quota = check.check_quota(check.check_namespace(namespace), quota, self._max_quota)
-        await self._backend.set_quotas("operator", {namespace: quota}, self._clock.now())
+        await self._backend.set_quotas("operator", {namespace: quota}, self._store_now())
         self._wakeups.wake([namespace])
 
     async def clear_quota(self, namespace: str) -> None:
         """Drop the operator's quota; the configured or registered one applies again."""
         await self._backend.set_quotas(
-            "operator", {check.check_namespace(namespace): None}, self._clock.now()
+            "operator", {check.check_namespace(namespace): None}, self._store_now()
         )
         self._wakeups.wake([namespace])
 
@@ -196,7 +200,7 @@ class QuotaManager:
             check.check_token(token),
             check.check_claims(claims, self._max_quota),
             check.check_holder(holder),
-            self._clock.now(),
+            self._store_now(),
             self._lease,
             asked_before=self._wakeups.expects_refusal(token),
             waiting=self._wakeups.waiting(token),
@@ -207,7 +211,7 @@ class QuotaManager:
         if outcome.result.granted:
             self._wakeups.settled(request.token)
         else:
-            self._wakeups.refused(request.token, request.now + self._lease)
+            self._wakeups.refused(request.token, self._clock.now() + self._lease)
         self._wakeups.wake(outcome.reclaimed)
         return outcome.result
 
@@ -224,7 +228,7 @@ class QuotaManager:
     async def release(self, token: str, namespaces: Sequence[str]) -> None:
         """Give back the token's units (or stop waiting) there; unknown tokens are a no-op."""
         names = check.check_namespaces(namespaces)
-        usage = await self._backend.release(check.check_token(token), names, self._clock.now())
+        usage = await self._backend.release(check.check_token(token), names, self._store_now())
         self._wakeups.settled(token)
         self._metrics.observe(usage)
         self._wakeups.ready(usage)
@@ -235,16 +239,15 @@ class QuotaManager:
         counts: a namespace missing from the answer is lost to the caller."""
         names = check.check_namespaces(namespaces)
         return await self._backend.renew(
-            check.check_token(token), names, self._clock.now(), self._lease
+            check.check_token(token), names, self._store_now(), self._lease
         )
 
     async def sweep(self) -> tuple[str, ...]:
         """Reclaim lapsed leases and waiters everywhere now; returns the namespaces touched."""
-        now = self._clock.now()
-        usage = await self._backend.sweep(now)
+        usage = await self._backend.sweep(self._store_now())
         self._metrics.observe(usage)
         self._wakeups.ready(usage)
-        self._wakeups.forget_lapsed(now)
+        self._wakeups.forget_lapsed(self._clock.now())  # this process's own hints
         return tuple(u.namespace for u in usage)
 
     def for_task(
@@ -263,7 +266,7 @@ class QuotaManager:
     async def describe(self, namespace: str | None = None) -> list[NamespaceSnapshot]:
         """Quota and its source, units in use, holders and ranked waiters, per namespace."""
         name = None if namespace is None else check.check_namespace(namespace)
-        return await self._backend.snapshot(name, self._clock.now())
+        return await self._backend.snapshot(name, self._store_now())
 
     async def explain(self, namespace: str, token: str) -> str:
         """Why `token` waits in `namespace`, as a task's reason; "" if it does not wait."""

@@ -47,8 +47,8 @@ class ResourceMetrics:
         if result.granted:
             for claim in request.claims:
                 self._count(claim.namespace, "granted")
-                if outcome.waited_since is not None:
-                    waited = max(0.0, request.now - outcome.waited_since)
+                if outcome.waited_since is not None and outcome.judged_at is not None:
+                    waited = max(0.0, outcome.judged_at - outcome.waited_since)
                     self._wait(claim.namespace).observe(waited)
         else:
             self._count(str(result.namespace), result.status.name.lower())

@@ -1,15 +1,16 @@
 """The engine's most frequent write on SQLite, compiled once, on the direct path.
 
 A reconcile that changes only nodes and events (not the execution's phase) writes: its lease
-held (UPDATE executions ... WHERE owner), each changed node a compare-and-swap on its version,
-and its new events. Through SQLAlchemy's async layer that is six trips between the event loop
-and aiosqlite's thread (BEGIN, three statements, COMMIT, the pool's reset) and the statements
-built and compiled each time; measured, those trips and that building were most of a chain
-step's cost (docs/performance.md). Here the SQL is written once, from the schema, and the
-whole transaction runs as one function on the store's direct sqlite3 path (store/direct.py:
-the event loop's thread when SQLite's write lock is free, a worker thread when another
-process holds it, the same in-process write lock as every writer). The same statements, the
-same atomicity; a lease or a version that does not match rolls the whole transaction back.
+held (UPDATE executions ... WHERE owner AND owner_epoch: the fence), each changed node a
+compare-and-swap on its version, and its new events. Through SQLAlchemy's async layer that
+is six trips between the event loop and aiosqlite's thread (BEGIN, three statements, COMMIT,
+the pool's reset) and the statements built and compiled each time; measured, those trips and
+that building were most of a chain step's cost (docs/performance.md). Here the SQL is
+written once, from the schema, and the whole transaction runs as one function on the store's
+direct sqlite3 path (store/direct.py: the event loop's thread when SQLite's write lock is
+free, a worker thread when another process holds it, the same in-process write lock as every
+writer). The same statements, the same atomicity; a lease or a version that does not match
+rolls the whole transaction back.
 
 PostgreSQL keeps the repository path.
 """
@@ -20,6 +21,7 @@ import enum
 import json
 import operator
 import sqlite3
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,7 +82,8 @@ class ReconcileWrites:
         marks = ", ".join("?" for _ in self._event_columns)
         self._insert_event = f"INSERT INTO {events.name} ({names}) VALUES ({marks})"
         self._hold = (
-            f"UPDATE {schema.executions.name} SET owner_expires_at = ? WHERE id = ? AND owner = ?"
+            f"UPDATE {schema.executions.name} SET owner_expires_at = ?"
+            " WHERE id = ? AND owner = ? AND owner_epoch = ?"
         )
 
     @classmethod
@@ -107,17 +110,23 @@ class ReconcileWrites:
         self,
         execution_id: str,
         owner: str,
-        lease_until: float,
+        epoch: int,
+        now: float | None,
+        lease: float,
         nodes: Sequence[NodeRecord],
         events: Sequence[EventRecord],
     ) -> WriteOutcome:
-        """Hold the lease, swap every node on its version and append the events, all or
-        nothing. On WRITTEN each node's version is bumped, as NodeRepository.update_many."""
+        """Hold the lease (the owner in `epoch`, for `lease` more seconds of the host's
+        clock, or of `now`, a test clock's), swap every node on its version and append the
+        events, all or nothing. On WRITTEN each node's version is bumped, as
+        NodeRepository.update_many."""
         node_rows = [self._node_row(record) for record in nodes]
         event_rows = [self._event_row(event) for event in events]
 
         def transaction(cursor: sqlite3.Cursor) -> None:
-            if cursor.execute(self._hold, (lease_until, execution_id, owner)).rowcount != 1:
+            until = (time.time() if now is None else now) + lease  # the host's clock, locked
+            hold = (until, execution_id, owner, epoch)
+            if cursor.execute(self._hold, hold).rowcount != 1:
                 raise _Refused(WriteOutcome.LEASE_LOST)
             if node_rows and (
                 cursor.executemany(self._update_node, node_rows).rowcount != len(node_rows)

@@ -31,6 +31,8 @@ class ExecutionRecord:
     scheduled_at: float | None = None
     owner: str | None = None
     owner_expires_at: float | None = None
+    owner_epoch: int = 0
+    """Bumped by every claim: the fencing token of the owner's writes (migration 0007)."""
     version: int = 0
 
     @property

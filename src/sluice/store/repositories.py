@@ -27,6 +27,7 @@ from sluice.spec.phases import (
 )
 from sluice.store import schema
 from sluice.store.records import EventRecord, ExecutionRecord, LaunchPlanRecord, NodeRecord
+from sluice.store.servertime import now_expression
 from sluice.store.sql import insert_ignore
 
 _NON_TERMINAL = [p.value for p in ExecutionPhase if p not in TERMINAL_EXECUTION_PHASES]
@@ -174,34 +175,46 @@ class ExecutionRepository:
         )
         return result.rowcount == 1
 
-    async def claim(self, execution_id: str, owner: str, now: float, lease_until: float) -> bool:
+    def _now(self, now: float | None) -> Any:
+        """The store's time in a statement: a lease is judged on it, never on an engine's
+        clock (store/servertime.py); `now` is a test clock's."""
+        return now_expression(self._conn.dialect.name, now)
+
+    async def claim(
+        self, execution_id: str, owner: str, now: float | None, lease: float
+    ) -> int | None:
         """Take ownership of a non-terminal execution that nobody holds (or whose holder's
-        lease lapsed, or that `owner` already holds)."""
-        t = self._t
+        lease lapsed on the store's clock, or that `owner` already holds) for `lease` seconds
+        of the store's clock; the new ownership epoch, or None when it was not taken. Every
+        claim starts a new epoch, so writes from an earlier ownership are refused (`hold`)."""
+        t, at = self._t, self._now(now)
         result = await self._conn.execute(
             sa.update(t)
             .where(
                 t.c.id == execution_id,
                 t.c.phase.in_(_NON_TERMINAL),
                 t.c.phase != ExecutionPhase.PENDING.value,
-                sa.or_(t.c.owner.is_(None), t.c.owner_expires_at < now, t.c.owner == owner),
+                sa.or_(t.c.owner.is_(None), t.c.owner_expires_at < at, t.c.owner == owner),
             )
-            .values(owner=owner, owner_expires_at=lease_until)
+            .values(owner=owner, owner_expires_at=at + lease, owner_epoch=t.c.owner_epoch + 1)
+            .returning(t.c.owner_epoch)
         )
-        return result.rowcount == 1
+        epoch = result.scalar_one_or_none()
+        return None if epoch is None else int(epoch)
 
     async def claimable(
-        self, owner: str, now: float, limit: int, ids: Collection[str] | None = None
+        self, owner: str, now: float | None, limit: int, ids: Collection[str] | None = None
     ) -> list[str]:
-        """Ids of executions `owner` could claim (unowned, lease lapsed, or its own), highest
-        priority then oldest first, at most `limit`; only among `ids` when given."""
-        t = self._t
+        """Ids of executions `owner` could claim (unowned, lease lapsed on the store's clock,
+        or its own), highest priority then oldest first, at most `limit`; only among `ids`
+        when given."""
+        t, at = self._t, self._now(now)
         query = (
             sa.select(t.c.id)
             .where(
                 t.c.phase.in_(_NON_TERMINAL),
                 t.c.phase != ExecutionPhase.PENDING.value,
-                sa.or_(t.c.owner.is_(None), t.c.owner_expires_at < now, t.c.owner == owner),
+                sa.or_(t.c.owner.is_(None), t.c.owner_expires_at < at, t.c.owner == owner),
             )
             .order_by(t.c.priority.desc(), t.c.created_at)
             .limit(limit)
@@ -210,8 +223,9 @@ class ExecutionRepository:
             query = query.where(t.c.id.in_(list(ids)))
         return [row.id for row in await self._conn.execute(query)]
 
-    async def other_owners(self, owner: str, now: float) -> set[str]:
-        """Owners other than `owner` holding a live lease on an active execution."""
+    async def other_owners(self, owner: str, now: float | None) -> set[str]:
+        """Owners other than `owner` holding a live lease (on the store's clock) on an active
+        execution."""
         t = self._t
         query = (
             sa.select(t.c.owner)
@@ -219,7 +233,7 @@ class ExecutionRepository:
                 t.c.phase.in_(_NON_TERMINAL),
                 t.c.owner.is_not(None),
                 t.c.owner != owner,
-                t.c.owner_expires_at >= now,
+                t.c.owner_expires_at >= self._now(now),
             )
             .distinct()
         )
@@ -233,27 +247,33 @@ class ExecutionRepository:
         )
         return int(result.rowcount or 0)
 
-    async def hold(self, execution_id: str, owner: str, lease_until: float) -> bool:
-        """Extend `owner`'s lease on one execution; False if it no longer owns it."""
-        t = self._t
+    async def hold(
+        self, execution_id: str, owner: str, epoch: int, now: float | None, lease: float
+    ) -> bool:
+        """The fence of an owner's write, first in its transaction: extend `owner`'s lease on
+        one execution to the store's time plus `lease`, only while it holds it in `epoch`;
+        False (write nothing) otherwise. The row lock it takes orders the write against a
+        concurrent takeover."""
+        t, at = self._t, self._now(now)
         result = await self._conn.execute(
             sa.update(t)
-            .where(t.c.id == execution_id, t.c.owner == owner)
-            .values(owner_expires_at=lease_until)
+            .where(t.c.id == execution_id, t.c.owner == owner, t.c.owner_epoch == epoch)
+            .values(owner_expires_at=at + lease)
         )
         return result.rowcount == 1
 
     async def renew(
-        self, owner: str, execution_ids: Collection[str], lease_until: float
+        self, owner: str, execution_ids: Collection[str], now: float | None, lease: float
     ) -> set[str]:
-        """Extend the lease on executions `owner` still holds; returns those it still holds."""
+        """Extend to the store's time plus `lease` the lease on executions `owner` still
+        holds; returns those it still holds."""
         if not execution_ids:
             return set()
         t = self._t
         await self._conn.execute(
             sa.update(t)
             .where(t.c.owner == owner, t.c.id.in_(list(execution_ids)))
-            .values(owner_expires_at=lease_until)
+            .values(owner_expires_at=self._now(now) + lease)
         )
         rows = await self._conn.execute(
             sa.select(t.c.id).where(t.c.owner == owner, t.c.id.in_(list(execution_ids)))

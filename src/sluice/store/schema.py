@@ -109,6 +109,8 @@ executions = sa.Table(
     _time("scheduled_at", True),
     _name("owner", 200, nullable=True),
     _time("owner_expires_at", True),
+    # Bumped by every claim; an owner's writes name it (migration 0007).
+    sa.Column("owner_epoch", sa.Integer, nullable=False, server_default="0"),
     sa.Column("version", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_executions_phase", "phase"),
     sa.Index("ix_executions_launch_plan", "project", "domain", "launch_plan", "phase"),

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sluice.errors import InvalidPluginConfigError, PluginError
+from sluice.fencing import LeaseFence
 from sluice.plugins.builtin.pool import Job
 from sluice.plugins.builtin.python import PythonPlugin, with_stderr_tail
 from sluice.plugins.core.context import SetupContext, TaskExecutionContext
@@ -31,9 +32,14 @@ INSTALL_HINT = "pip install 'sluice[flyte]'"
 
 class FlytePlugin(PythonPlugin):
     def __init__(
-        self, workers: int, instance: str, data_dir: str, now: Callable[[], float] | None = None
+        self,
+        workers: int,
+        instance: str,
+        data_dir: str,
+        now: Callable[[], float] | None = None,
+        fence: LeaseFence | None = None,
     ) -> None:
-        super().__init__(workers, instance, now)
+        super().__init__(workers, instance, now, fence)
         self._data_dir = data_dir
 
     @property
@@ -91,7 +97,7 @@ def _load(ctx: SetupContext) -> FlytePlugin:
     if not isinstance(data_dir, str) or not data_dir:
         raise PluginError(f"plugin 'flyte': data_dir must be a directory path, got {data_dir!r}")
     instance = str(ctx.config.get("instance", ""))
-    return FlytePlugin(workers, instance, data_dir, ctx.clock.now)
+    return FlytePlugin(workers, instance, data_dir, ctx.clock.now, ctx.fence)
 
 
 ENTRY = PluginEntry(id=PLUGIN_ID, task_types=TASK_TYPES, load=_load)

@@ -18,6 +18,10 @@ which also reads whatever else the worker wrote meanwhile (one loop wake-up per 
 common case). Unlike concurrent.futures' pool, a worker that dies fails only the job it was
 running (as a retryable system error) and is replaced. A job is cancelled by killing the
 worker that runs it: the only way to stop arbitrary Python code.
+
+With a `fence_file` (the engine's lease deadline, sluice/fencing.py), every job names it: the
+worker's watchdog ends a body whose engine's deadline passed (WorkerFenced), and refuses to
+start one past it (the answer says "fenced").
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluice.fencing import FENCED_EXIT
 from sluice.plugins.builtin.early_worker import adopt_early_worker, job_end_marker
 from sluice.plugins.builtin.worker_process import WorkerProcess
 
@@ -44,6 +49,10 @@ OutputSink = Callable[[str, str], None]
 
 class WorkerDied(Exception):
     """The worker process running a job exited before answering."""
+
+
+class WorkerFenced(WorkerDied):
+    """The worker's watchdog ended the job: its engine could not show its leases alive."""
 
 
 @dataclass
@@ -71,9 +80,12 @@ class Job:
 class WorkerPool:
     """Jobs run first come, first served on up to `size` workers, started on first use."""
 
-    def __init__(self, size: int, now: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, size: int, now: Callable[[], float] = time.time, fence_file: str | None = None
+    ) -> None:
         self._size = size
         self._now = now
+        self._fence = fence_file
         self._queue: collections.deque[Job] = collections.deque()
         self._jobs: dict[str, Job] = {}
         self._running: dict[str, WorkerProcess] = {}
@@ -140,6 +152,11 @@ class WorkerPool:
         if not job.future.done():
             job.future.cancel()
 
+    def cancel_where(self, prefix: str) -> None:
+        """Forget every job whose id starts with `prefix` (see `cancel`)."""
+        for job_id in [i for i in self._jobs if i.startswith(prefix)]:
+            self.cancel(job_id)
+
     def _spawn(self) -> bool:
         """Start one more worker if the pool has room; False when it is full."""
         if len(self._processes) + len(self._starting) >= self._size:
@@ -188,7 +205,8 @@ class WorkerPool:
         job.started, job.started_at = True, self._now()
         if job.on_start is not None:
             job.on_start()
-        process.run(job.id, job.payload, job)
+        payload = job.payload if self._fence is None else {**job.payload, "fence": self._fence}
+        process.run(job.id, payload, job)
 
     def _finished(
         self, process: WorkerProcess, job: Job, answer: dict[str, Any] | None, code: int | None
@@ -200,12 +218,7 @@ class WorkerPool:
             self._processes.discard(process)
             with contextlib.suppress(ValueError):
                 self._idle.remove(process)
-            self._resolve(
-                job,
-                exception=WorkerDied(
-                    f"worker process {process.pid} exited with code {code} while running the task"
-                ),
-            )
+            self._resolve(job, exception=_death(process.pid, code))
             if self._queue:
                 self._spawn()
             return
@@ -244,3 +257,11 @@ class WorkerPool:
         self._idle.clear()
         self._queue.clear()
         self._jobs.clear()
+
+
+def _death(pid: int, code: int | None) -> WorkerDied:
+    if code == FENCED_EXIT:
+        return WorkerFenced(
+            f"worker process {pid} ended the task: its engine could not show its leases alive"
+        )
+    return WorkerDied(f"worker process {pid} exited with code {code} while running the task")

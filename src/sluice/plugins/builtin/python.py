@@ -6,6 +6,9 @@ dies is a retryable system error, with the same stderr tail. A task whose engine
 (its job is not in this engine's pool) is submitted again. What the task prints goes to the
 attempt's log (ctx.log_writer). A job that started and finished between two calls reports the
 RUNNING phase it passed through, at the time the worker took it, before its outcome.
+A body its worker's watchdog ended, or refused to start, because the engine could not show
+its leases alive (sluice/fencing.py) fails with the code "Fenced": the engine starts the
+attempt again without spending a retry.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from sluice.errors import PluginError
-from sluice.plugins.builtin.pool import Job, WorkerDied, WorkerPool
+from sluice.fencing import FENCED_ERROR, LeaseFence
+from sluice.plugins.builtin.pool import Job, WorkerDied, WorkerFenced, WorkerPool
 from sluice.plugins.core.context import SetupContext, TaskExecutionContext
 from sluice.plugins.core.phase import ErrorKind, PhaseInfo, TaskInfo, Transition
 from sluice.plugins.core.plugin import PluginEntry, PluginProperties
@@ -29,11 +33,18 @@ _RUNNING_AFTER = 0.05
 
 
 class PythonPlugin:
-    def __init__(self, workers: int, instance: str, now: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        workers: int,
+        instance: str,
+        now: Callable[[], float] | None = None,
+        fence: LeaseFence | None = None,
+    ) -> None:
         self._pool: WorkerPool | None = None
         self._workers = workers
         self._instance = instance
         self._now = now
+        self._fence = fence
 
     @property
     def id(self) -> str:
@@ -53,10 +64,11 @@ class PythonPlugin:
     @property
     def pool(self) -> WorkerPool:
         if self._pool is None:
+            fence_file = None if self._fence is None else self._fence.shared_file()
             self._pool = (
-                WorkerPool(self._workers)
+                WorkerPool(self._workers, fence_file=fence_file)
                 if self._now is None
-                else WorkerPool(self._workers, now=self._now)
+                else WorkerPool(self._workers, now=self._now, fence_file=fence_file)
             )
         return self._pool
 
@@ -120,6 +132,8 @@ class PythonPlugin:
         if future.cancelled():
             return PhaseInfo.aborted(0, "cancelled")
         error = future.exception()
+        if isinstance(error, WorkerFenced):
+            return fenced(str(error))
         if isinstance(error, WorkerDied):
             return PhaseInfo.system_retryable_failure(
                 "WorkerDied", with_stderr_tail(job, str(error))
@@ -127,6 +141,8 @@ class PythonPlugin:
         if error is not None:
             return PhaseInfo.system_retryable_failure("WorkerError", repr(error))
         answer: dict[str, Any] = future.result()
+        if answer.get("fenced"):
+            return fenced("the worker did not start the task: its engine could not show its leases")
         if "outputs" in answer:
             ctx.outputs.put(answer["outputs"])
             return PhaseInfo.success()
@@ -144,6 +160,11 @@ class PythonPlugin:
         """Start a worker process before the first task needs one (more start as jobs
         queue up)."""
         self.pool.start(1)
+
+    def abandon(self, execution_id: str) -> None:
+        """Stop this process's bodies of an execution another engine drives now."""
+        if self._pool is not None:
+            self._pool.cancel_where(f"{execution_id}/")
 
     async def abort(self, ctx: TaskExecutionContext) -> None:
         if self._pool is not None:
@@ -185,6 +206,11 @@ class _JobWatch:
         self._refresh()
 
 
+def fenced(message: str) -> PhaseInfo:
+    """The body was ended, or never started, by fencing: not the task's failure."""
+    return PhaseInfo.system_retryable_failure(FENCED_ERROR, message)
+
+
 def _running(job: Job) -> PhaseInfo:
     started = job.started_at
     info = TaskInfo(occurred_at=started) if started is not None else None
@@ -209,7 +235,7 @@ def _load(ctx: SetupContext) -> PythonPlugin:
     workers = ctx.config.get("workers", 2)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise PluginError(f"plugin 'python': workers must be an int >= 1, got {workers!r}")
-    return PythonPlugin(workers, str(ctx.config.get("instance", "")), ctx.clock.now)
+    return PythonPlugin(workers, str(ctx.config.get("instance", "")), ctx.clock.now, ctx.fence)
 
 
 # Not a catch-all (is_default=False): a task of an unknown type must fail naming the

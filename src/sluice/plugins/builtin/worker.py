@@ -10,6 +10,12 @@ A job is {"id", "module", "file", "qualname", "inputs"} (or a flytekit task: see
 flyte_exec); an answer is {"id", "outputs"} or
 {"id", "error": {"type", "message", "traceback"}}. JSON only: nothing is unpickled. The worker
 dies with its parent (PR_SET_PDEATHSIG on Linux), so a SIGKILLed engine leaves no orphans.
+
+Fencing (sluice/fencing.py): a job may name the file holding its engine's lease deadline
+("fence"). A watchdog thread then ends this process (exit FENCED_EXIT, a line on stderr) if the
+deadline passes while a body runs, so a body never outlives its engine's right to run it, even
+when the engine is frozen or cut off; a job that arrives past the deadline is answered
+{"id", "fenced": true} without running.
 """
 
 from __future__ import annotations
@@ -105,6 +111,46 @@ def _end_output(marker: bytes) -> list[str]:
     return marked
 
 
+class _Fence:
+    """The watchdog of the deadline file the jobs name, started with the first such job."""
+
+    def __init__(self) -> None:
+        self.watchdog: Any = None
+
+    def watch(self, path: str | None) -> None:
+        if path is None or (self.watchdog is not None and self.watchdog.path == path):
+            return
+        from sluice.fencing import Watchdog
+
+        self.watchdog = Watchdog(path, _fenced)
+
+    def expired(self) -> bool:
+        return self.watchdog is not None and bool(self.watchdog.expired())
+
+    @contextlib.contextmanager
+    def body(self) -> Any:
+        if self.watchdog is None:
+            yield
+            return
+        self.watchdog.body_started()
+        try:
+            yield
+        finally:
+            self.watchdog.body_ended()
+
+
+def _fenced() -> None:
+    from sluice.fencing import FENCED_EXIT
+
+    with contextlib.suppress(Exception):
+        os.write(
+            2,
+            b"sluice: this task's engine could not show its leases alive in time: the"
+            b" body is ended (fenced) and its attempt will start again\n",
+        )
+    os._exit(FENCED_EXIT)
+
+
 def main(argv: list[str]) -> None:
     job_fd, result_fd, parent_pid = (int(a) for a in argv[:3])
     marker = argv[3].encode()
@@ -118,9 +164,16 @@ def main(argv: list[str]) -> None:
     gc.freeze()  # lives as long as the worker: tasks' collections need not walk it
     gc.enable()
 
+    fence = _Fence()
     with os.fdopen(job_fd, "rb") as jobs, os.fdopen(result_fd, "wb", buffering=0) as results:
         for line in jobs:
-            answer = run_job(json.loads(line))
+            job = json.loads(line)
+            fence.watch(job.get("fence"))
+            if fence.expired():
+                answer: dict[str, Any] = {"id": job["id"], "fenced": True}
+            else:
+                with fence.body():
+                    answer = run_job(job)
             answer["markers"] = _end_output(marker)
             results.write(json.dumps(answer).encode() + b"\n")
 

@@ -10,6 +10,7 @@ from typing import Any, Literal, Protocol
 from prometheus_client import CollectorRegistry
 
 from sluice.clock import Clock
+from sluice.fencing import LeaseFence
 from sluice.ids import fit_name
 from sluice.resources.models import ResourceManager, ResourceRegistrar
 from sluice.spec.models import TaskSpec
@@ -146,3 +147,6 @@ class SetupContext:
     clock: Clock
     kube_client: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
+    fence: LeaseFence | None = None
+    """The engine's lease fence: a plugin running bodies in local processes hands them its
+    shared file so they end when the engine cannot show its leases (sluice/fencing.py)."""

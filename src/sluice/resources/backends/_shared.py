@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from sluice.errors import ClaimExceedsQuotaError, UnknownNamespaceError
 from sluice.resources.admission import Ask, NamespaceState, Plan, ask_for, effective_quota
-from sluice.resources.backends.base import AllocationRequest, NamespaceUsage
+from sluice.resources.backends.base import AllocationRequest, NamespaceUsage, TimedRequest
 from sluice.resources.models import (
     QUOTA_SOURCES,
     Claim,
@@ -47,7 +47,7 @@ def resolve_quota(claim: Claim, sources: Mapping[QuotaSource, int]) -> int:
 
 
 def waiter_records(
-    request: AllocationRequest,
+    request: TimedRequest,
     plan: Plan,
     states: Mapping[str, NamespaceState],
     scopes: Mapping[str, Scope],

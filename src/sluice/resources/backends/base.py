@@ -2,14 +2,19 @@
 
 A backend stores quotas, holders (with leases), waiters and per-scope usage counters, and
 decides allocations by the rule in `sluice.resources.admission`, atomically. Times are
-seconds since the epoch as float and always come from the caller (the policy's clock), so a
-backend never reads a clock. Driver errors leave a backend only as BackendUnavailableError
-(or StoreError from the store's database), translated once at its boundary.
+seconds since the epoch as float. Every `now` is the STORE's time: None (production) means
+the backend reads its store's clock inside the atomic operation (PostgreSQL
+`clock_timestamp()`, Redis `TIME`, the host's clock for SQLite and memory: `host_now`), so
+no engine's clock ever judges a lease; a float is a test clock's time, used as the store's.
+Driver errors leave a backend only as BackendUnavailableError (or StoreError from the
+store's database), translated once at its boundary.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -36,7 +41,8 @@ class AllocationRequest:
     token: str
     claims: tuple[Claim, ...]
     holder: Holder
-    now: float
+    now: float | None
+    """The store's time (None: the backend reads its store's clock, see the module)."""
     lease: float
     asked_before: bool = False
     """A hint: this process saw the token refused, and no wake-up named it ready since, so
@@ -45,6 +51,24 @@ class AllocationRequest:
     """A hint: this process saw the token refused and has not seen it granted or released
     since, so it most likely has a waiter entry (woken or not). A backend may use it to skip
     a fast path meant for claims nobody waits on."""
+
+    def at(self, now: float) -> TimedRequest:
+        """This request judged at `now`, the store's time read inside the operation."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return TimedRequest(**{**values, "now": now})
+
+
+@dataclass(frozen=True)
+class TimedRequest(AllocationRequest):
+    """An AllocationRequest whose `now` is the store's time, read inside the operation."""
+
+    now: float
+
+
+def host_now(now: float | None) -> float:
+    """The store's time for the backends whose store is on this host (memory, SQLite): the
+    host's clock unless a test clock's time was given."""
+    return time.time() if now is None else now
 
 
 @dataclass(frozen=True)
@@ -66,6 +90,9 @@ class AllocationOutcome:
     usage: tuple[NamespaceUsage, ...] = ()
     reclaimed: tuple[str, ...] = ()
     """Namespaces where lapsed leases were reclaimed on the way (their waiters may now fit)."""
+    judged_at: float | None = dataclasses.field(default=None, compare=False)
+    """The store's time the allocation was judged at, where the backend read it (for the
+    wait metric, `judged_at - waited_since`)."""
 
 
 class ResourceBackend(abc.ABC):
@@ -102,7 +129,7 @@ class ResourceBackend(abc.ABC):
 
     @abc.abstractmethod
     async def release(
-        self, token: str, namespaces: Sequence[str], now: float
+        self, token: str, namespaces: Sequence[str], now: float | None
     ) -> tuple[NamespaceUsage, ...]:
         """Drop the token's holders and waiter entries in `namespaces`, atomically: a token
         that only waits there is withdrawn at once, so it holds no room back.
@@ -114,7 +141,7 @@ class ResourceBackend(abc.ABC):
 
     @abc.abstractmethod
     async def renew(
-        self, token: str, namespaces: Sequence[str], now: float, lease: float
+        self, token: str, namespaces: Sequence[str], now: float | None, lease: float
     ) -> frozenset[str]:
         """Extend to `now + lease` the token's live leases (and waiter entries) there.
 
@@ -124,7 +151,7 @@ class ResourceBackend(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def sweep(self, now: float) -> tuple[NamespaceUsage, ...]:
+    async def sweep(self, now: float | None) -> tuple[NamespaceUsage, ...]:
         """Reclaim every lapsed lease and drop every lapsed waiter, atomically per namespace.
 
         Returns (and wakes other processes for) the namespaces where anything lapsed, with
@@ -133,7 +160,7 @@ class ResourceBackend(abc.ABC):
 
     @abc.abstractmethod
     async def set_quotas(
-        self, source: QuotaSource, quotas: Mapping[str, int | None], now: float
+        self, source: QuotaSource, quotas: Mapping[str, int | None], now: float | None
     ) -> None:
         """Store (or with None, clear) the `source` quota of each namespace; values are
         validated by the policy. Held tokens are never revoked, even above a lower quota.
@@ -141,7 +168,7 @@ class ResourceBackend(abc.ABC):
         may make room); storing the same value again (every process start) wakes nobody."""
 
     @abc.abstractmethod
-    async def snapshot(self, namespace: str | None, now: float) -> list[NamespaceSnapshot]:
+    async def snapshot(self, namespace: str | None, now: float | None) -> list[NamespaceSnapshot]:
         """Read quotas, holders and ranked waiters of one namespace (or all), consistently.
         Lapsed holders not yet reclaimed are shown; lapsed waiters are not."""
 

@@ -32,7 +32,9 @@ from sluice.resources.backends.base import (
     AllocationRequest,
     NamespaceUsage,
     ResourceBackend,
+    TimedRequest,
     WakeCallback,
+    host_now,
 )
 from sluice.resources.models import HolderInfo, NamespaceSnapshot, QuotaSource
 
@@ -82,9 +84,9 @@ class MemoryBackend(ResourceBackend):
 
     async def allocate(self, request: AllocationRequest) -> AllocationOutcome:
         with self._lock:
-            return self._allocate(request)
+            return self._allocate(request.at(host_now(request.now)))
 
-    def _allocate(self, request: AllocationRequest) -> AllocationOutcome:
+    def _allocate(self, request: TimedRequest) -> AllocationOutcome:
         quotas = {
             c.namespace: resolve_quota(c, self._quotas_of(c.namespace)) for c in request.claims
         }
@@ -97,7 +99,7 @@ class MemoryBackend(ResourceBackend):
         else:
             self._wait(request, plan, states)
         waited = plan.waited_since if plan.granted else None
-        return AllocationOutcome(plan.result, waited, usage, reclaimed)
+        return AllocationOutcome(plan.result, waited, usage, reclaimed, request.now)
 
     def _quotas_of(self, namespace: str) -> Mapping[QuotaSource, int]:
         entry = self._namespaces.get(namespace)
@@ -118,7 +120,7 @@ class MemoryBackend(ResourceBackend):
             asker_since=mine.ask.since if mine else None,
         )
 
-    def _grant(self, request: AllocationRequest) -> None:
+    def _grant(self, request: TimedRequest) -> None:
         holder, expiry = request.holder, request.now + request.lease
         for claim in request.claims:
             entry = self._entry(claim.namespace)
@@ -141,7 +143,7 @@ class MemoryBackend(ResourceBackend):
             entry.usage.add(holder.project, holder.domain, claim.units)
 
     def _wait(
-        self, request: AllocationRequest, plan: Plan, states: Mapping[str, NamespaceState]
+        self, request: TimedRequest, plan: Plan, states: Mapping[str, NamespaceState]
     ) -> None:
         scopes = {ns: waiter_scope(plan, ns) for ns in states}
         for namespace, record in waiter_records(request, plan, states, scopes):
@@ -165,9 +167,10 @@ class MemoryBackend(ResourceBackend):
         return True
 
     async def release(
-        self, token: str, namespaces: Sequence[str], now: float
+        self, token: str, namespaces: Sequence[str], now: float | None
     ) -> tuple[NamespaceUsage, ...]:
         with self._lock:
+            now = host_now(now)
             changed = []
             for namespace in dict.fromkeys(namespaces):
                 entry = self._namespaces.get(namespace)
@@ -180,9 +183,10 @@ class MemoryBackend(ResourceBackend):
             return tuple(changed)
 
     async def renew(
-        self, token: str, namespaces: Sequence[str], now: float, lease: float
+        self, token: str, namespaces: Sequence[str], now: float | None, lease: float
     ) -> frozenset[str]:
         with self._lock:
+            now = host_now(now)
             held = set()
             for namespace in namespaces:
                 entry = self._namespaces.get(namespace)
@@ -195,8 +199,9 @@ class MemoryBackend(ResourceBackend):
                     entry.waiters[token] = dataclasses.replace(waiter, expires_at=now + lease)
             return frozenset(held)
 
-    async def sweep(self, now: float) -> tuple[NamespaceUsage, ...]:
+    async def sweep(self, now: float | None) -> tuple[NamespaceUsage, ...]:
         with self._lock:
+            now = host_now(now)
             changed = []
             for namespace, entry in list(self._namespaces.items()):
                 if entry.reclaim(now):
@@ -210,7 +215,7 @@ class MemoryBackend(ResourceBackend):
             del self._namespaces[namespace]
 
     async def set_quotas(
-        self, source: QuotaSource, quotas: Mapping[str, int | None], now: float
+        self, source: QuotaSource, quotas: Mapping[str, int | None], now: float | None
     ) -> None:
         with self._lock:
             for namespace, quota in quotas.items():
@@ -221,8 +226,9 @@ class MemoryBackend(ResourceBackend):
                 else:
                     entry.quotas[source] = quota
 
-    async def snapshot(self, namespace: str | None, now: float) -> list[NamespaceSnapshot]:
+    async def snapshot(self, namespace: str | None, now: float | None) -> list[NamespaceSnapshot]:
         with self._lock:
+            now = host_now(now)
             names = sorted(self._namespaces) if namespace is None else [namespace]
             return [self._snapshot(name, now) for name in names if name in self._namespaces]
 

@@ -119,18 +119,41 @@ def _lua(name: str) -> str:
     return package_files.files("sluice.resources.backends").joinpath(f"lua/{name}.lua").read_text()
 
 
+_CLOCK_ARGS: dict[str, tuple[int, int | None]] = {
+    "allocate": (2, 3),
+    "release": (4, None),
+    "renew": (4, 5),
+    "sweep": (2, None),
+    "snapshot": (3, None),
+}
+"""Per script, the ARGV positions of its time and of its expiry (`lua/_clock.lua`)."""
+
+
+def _times(now: float | None, lease: float) -> tuple[str, str]:
+    """The time and expiry arguments: a test clock's time and its absolute expiry, or none
+    and the lease, for the script to read the server's TIME (`lua/_clock.lua`)."""
+    if now is None:
+        return "", repr(lease)
+    return repr(now), repr(now + lease)  # times computed here keep full precision
+
+
 def _script(name: str) -> str:
-    """A script as Redis runs it: `_publish.lua`, the script's fast path (what comes before
-    its GENERAL PATH line, if any), then the rest as a function with the preludes at its
-    top. The preludes' functions are made on every run of that function, a cost the fast
-    path spares when it answers alone."""
+    """A script as Redis runs it: `_publish.lua`, the store's clock where the script judges
+    time (`_clock.lua`), the script's fast path (what comes before its GENERAL PATH line, if
+    any), then the rest as a function with the preludes at its top. The preludes' functions
+    are made on every run of that function, a cost the fast path spares when it answers
+    alone."""
     fast, marker, general = _lua(name).partition(_GENERAL)
     if not marker:
         fast, general = "", fast
     constants = f"local STARVATION_BOUND = {STARVATION_BOUND!r}"
     prelude = "\n".join([constants, *(_lua(prelude) for prelude in _PRELUDES)])
     general = f"local function general()\n{prelude}\n{marker}{general}\nend\nreturn general()\n"
-    return f"{_lua('_publish')}\n{fast}\n{general}"
+    clock = ""
+    if name in _CLOCK_ARGS:
+        now_i, expiry_i = _CLOCK_ARGS[name]
+        clock = f"{_lua('_clock')}\nstore_clock({now_i}, {'nil' if expiry_i is None else expiry_i})"
+    return f"{_lua('_publish')}\n{clock}\n{fast}\n{general}"
 
 
 def _unavailable(url: str, exc: Exception) -> BackendUnavailableError:
@@ -297,8 +320,7 @@ class RedisBackend(ResourceBackend):
     async def allocate(self, request: AllocationRequest) -> AllocationOutcome:
         holder = request.holder
         args = [
-            repr(request.now),
-            repr(request.now + request.lease),  # times computed here keep full precision
+            *_times(request.now, request.lease),
             request.token,
             self._origin,
             holder.project,
@@ -336,10 +358,10 @@ class RedisBackend(ResourceBackend):
         return _outcome(decoded)
 
     async def release(
-        self, token: str, namespaces: Sequence[str], now: float
+        self, token: str, namespaces: Sequence[str], now: float | None
     ) -> tuple[NamespaceUsage, ...]:
         names = dict.fromkeys(namespaces)
-        answer = await self._run("release", token, self._origin, repr(now), *names)
+        answer = await self._run("release", token, self._origin, _times(now, 0)[0], *names)
         if isinstance(answer, list):  # nobody waits there: [namespace, in_use, ...]
             return tuple(
                 NamespaceUsage(answer[i], answer[i + 1], 0) for i in range(0, len(answer), 2)
@@ -347,24 +369,26 @@ class RedisBackend(ResourceBackend):
         return _usage(json.loads(answer))
 
     async def renew(
-        self, token: str, namespaces: Sequence[str], now: float, lease: float
+        self, token: str, namespaces: Sequence[str], now: float | None, lease: float
     ) -> frozenset[str]:
         names = json.dumps(list(namespaces))
-        answer = await self._run("renew", token, names, repr(now), repr(now + lease))
+        answer = await self._run("renew", token, names, *_times(now, lease))
         return frozenset(_list(json.loads(answer)))
 
-    async def sweep(self, now: float) -> tuple[NamespaceUsage, ...]:
-        return _usage(json.loads(await self._run("sweep", repr(now), self._origin)))
+    async def sweep(self, now: float | None) -> tuple[NamespaceUsage, ...]:
+        answer = await self._run("sweep", _times(now, 0)[0], self._origin)
+        return _usage(json.loads(answer))
 
     async def set_quotas(
-        self, source: QuotaSource, quotas: Mapping[str, int | None], now: float
+        self, source: QuotaSource, quotas: Mapping[str, int | None], now: float | None
     ) -> None:
         if quotas:
             entries = json.dumps([[ns, q or 0] for ns, q in quotas.items()])
             await self._run("set_quotas", source, entries, self._origin)
 
-    async def snapshot(self, namespace: str | None, now: float) -> list[NamespaceSnapshot]:
-        answer = _list(json.loads(await self._run("snapshot", namespace or "", repr(now))))
+    async def snapshot(self, namespace: str | None, now: float | None) -> list[NamespaceSnapshot]:
+        answer = await self._run("snapshot", namespace or "", _times(now, 0)[0])
+        answer = _list(json.loads(answer))
         return sorted((_snapshot(entry) for entry in answer), key=lambda s: s.namespace)
 
     def listen(self, callback: WakeCallback) -> Callable[[], None]:
@@ -435,9 +459,15 @@ def _usage(answer: Any) -> tuple[NamespaceUsage, ...]:
 def _outcome(answer: dict[str, Any]) -> AllocationOutcome:
     usage, reclaimed = _usage(answer["usage"]), tuple(_list(answer.get("reclaimed")))
     if answer["status"] == "granted":
-        waited = answer.get("waited_since")
+        waited, now = answer.get("waited_since"), answer.get("now")
         result = AllocationResult(AllocationStatus.GRANTED)
-        return AllocationOutcome(result, float(waited) if waited else None, usage, reclaimed)
+        return AllocationOutcome(
+            result,
+            float(waited) if waited else None,
+            usage,
+            reclaimed,
+            float(now) if now else None,
+        )
     status = (
         AllocationStatus.EXHAUSTED
         if answer["scope"] == "global"

@@ -17,7 +17,8 @@
 --                            "d:<#project>:<project>:<domain>" -> a project/domain's
 --   B:waiters:<ns>     HASH  token -> JSON {p, d, e, n, u, pr, pc, dc, s, x, b} (priority,
 --                            caps, first refusal time, expiry, blocking scope)
--- Times are seconds since the epoch, passed by the caller as strings and stored as given,
+-- Times are seconds since the epoch, passed by the caller as strings (or read from TIME, see
+-- _clock.lua) and stored as given,
 -- so no precision is lost in JSON.
 
 local BASE = ARGV[1]

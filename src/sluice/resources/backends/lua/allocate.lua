@@ -2,6 +2,7 @@
 -- sluice/resources/admission.py, step for step (keep the two in step).
 --
 -- ARGV[1] base key (see _common.lua)   ARGV[2] now   ARGV[3] now + lease   ARGV[4] token
+-- (ARGV[2] '' and ARGV[3] the lease: the server's TIME is the time, see _clock.lua)
 -- ARGV[5] origin of this backend instance, for wake-ups
 -- ARGV[6..10] holder: project, domain, execution, node, priority
 -- then five per claim: namespace, units, default quota, project cap, domain cap ('' if none)
@@ -173,6 +174,6 @@ if refusal then
   result.status, result.ns, result.scope = 'refused', refusal.ns, refusal.v.scope
   result.in_use, result.limit, result.position = refusal.v.in_use, refusal.v.limit, refusal.v.position
 else
-  result.status, result.waited_since = 'granted', waited_s
+  result.status, result.waited_since, result.now = 'granted', waited_s, now_s
 end
 return cjson.encode(result)

@@ -43,7 +43,9 @@ from sluice.resources.backends.base import (
     AllocationRequest,
     NamespaceUsage,
     ResourceBackend,
+    TimedRequest,
     WakeCallback,
+    host_now,
 )
 from sluice.resources.backends.sql import lite, lite_fast, pg_direct, reads, writes
 from sluice.resources.backends.sql.reads import Loaded
@@ -57,6 +59,7 @@ from sluice.store.database import Database
 from sluice.store.direct import SqliteDirect
 from sluice.store.notify import Notifier
 from sluice.store.pgdirect import PgDirect
+from sluice.store.servertime import read_now
 
 log = logging.getLogger(__name__)
 _GRANTED = AllocationResult(AllocationStatus.GRANTED)
@@ -156,16 +159,18 @@ class SqlBackend(ResourceBackend):
     ) -> AllocationOutcome:
         with _unavailable_as_backend_error():
             if request.asked_before:
-                loaded = await direct.read(lambda cur: lite.read_for_refusal(cur, request))
-                refusal = self._refusal_from(request, loaded)
+                timed = request.at(host_now(request.now))
+                loaded = await direct.read(lambda cur: lite.read_for_refusal(cur, timed))
+                refusal = self._refusal_from(timed, loaded)
                 if refusal is not None:
                     return refusal
 
             def work(cur: sqlite3.Cursor) -> lite.Allocated | tuple[NamespaceUsage, ...]:
-                granted = lite_fast.grant(cur, request)
+                timed = request.at(host_now(request.now))  # the host's clock, inside the lock
+                granted = lite_fast.grant(cur, timed)
                 if granted is not None:
                     return granted
-                done = lite.allocate(cur, request)
+                done = lite.allocate(cur, timed)
                 self._publish_direct(cur, [(ns, None) for ns in sorted(done.reclaimed)])
                 return done
 
@@ -183,7 +188,11 @@ class SqlBackend(ResourceBackend):
             async with self._pg().connection() as conn:
                 if request.waiting:  # it has waiter entries, which try_grant declines on
                     found = await pg_direct.try_grant_waiter(conn, request)
-                    fast = None if found is None else AllocationOutcome(_GRANTED, *found)
+                    if found is not None:
+                        since, usage, now = found
+                        fast = AllocationOutcome(_GRANTED, since, usage, judged_at=now)
+                    else:
+                        fast = None
                 else:
                     granted = await pg_direct.try_grant(conn, request)
                     fast = None if granted is None else AllocationOutcome(_GRANTED, None, granted)
@@ -198,10 +207,12 @@ class SqlBackend(ResourceBackend):
 
     @staticmethod
     def _outcome(request: AllocationRequest, done: lite.Allocated) -> AllocationOutcome:
+        request = done.request
         plan, states = done.plan, done.states
         waited = plan.waited_since if plan.granted else None
         usage = usage_after(request, plan, states)
-        return AllocationOutcome(plan.result, waited, usage, tuple(sorted(done.reclaimed)))
+        reclaimed = tuple(sorted(done.reclaimed))
+        return AllocationOutcome(plan.result, waited, usage, reclaimed, request.now)
 
     async def _notify_pg(
         self, conn: Any, wake: Sequence[tuple[str, tuple[str, ...] | None]]
@@ -223,12 +234,11 @@ class SqlBackend(ResourceBackend):
         other case, a grant included, returns None and goes through the write transaction,
         which judges again. A stale read can only delay a waiter until its next ask."""
         names = [c.namespace for c in request.claims]
-        return self._refusal_from(request, await self._read_for_refusal(request, names))
+        found = await self._read_for_refusal(request, names)
+        return None if found is None else self._refusal_from(found[0], found[1])
 
     @staticmethod
-    def _refusal_from(
-        request: AllocationRequest, loaded: Loaded | None
-    ) -> AllocationOutcome | None:
+    def _refusal_from(request: TimedRequest, loaded: Loaded | None) -> AllocationOutcome | None:
         if loaded is None:
             return None
         states = loaded.states
@@ -241,11 +251,12 @@ class SqlBackend(ResourceBackend):
 
     async def _read_for_refusal(
         self, request: AllocationRequest, names: Sequence[str]
-    ) -> Loaded | None:
+    ) -> tuple[TimedRequest, Loaded | None] | None:
         if self._db is None:
             raise RuntimeError("SqlBackend used before open()")
         with _unavailable_as_backend_error():
             async with self._db.read() as conn:
+                timed = request.at(await read_now(conn, request.now))
                 sources = await reads.load_sources(conn, names)
                 quotas = {
                     c.namespace: resolve_quota(c, sources.get(c.namespace, {}))
@@ -253,19 +264,19 @@ class SqlBackend(ResourceBackend):
                 }
                 if writes.defaults_to_store(request, sources):
                     return None
-                if await reads.any_lapsed(conn, names, request.now):
+                if await reads.any_lapsed(conn, names, timed.now):
                     return None
-                return await reads.load_states(conn, quotas, request.token, request.now)
+                return timed, await reads.load_states(conn, quotas, request.token, timed.now)
 
     async def release(
-        self, token: str, namespaces: Sequence[str], now: float
+        self, token: str, namespaces: Sequence[str], now: float | None
     ) -> tuple[NamespaceUsage, ...]:
         names = list(dict.fromkeys(namespaces))
         direct = self._direct
         if direct is not None:
 
             def work(cur: sqlite3.Cursor) -> tuple[NamespaceUsage, ...]:
-                usage = lite_fast.release(cur, token, names, now)
+                usage = lite_fast.release(cur, token, names, host_now(now))
                 self._publish_direct(cur, [(u.namespace, u.ready) for u in usage])
                 return usage
 
@@ -276,7 +287,7 @@ class SqlBackend(ResourceBackend):
         return usage
 
     async def _release_pg(
-        self, token: str, names: Sequence[str], now: float
+        self, token: str, names: Sequence[str], now: float | None
     ) -> tuple[NamespaceUsage, ...]:
         origin = self._origin if self._notifier is not None else None
         with _unavailable_as_backend_error():
@@ -312,7 +323,7 @@ class SqlBackend(ResourceBackend):
         return usage
 
     async def renew(
-        self, token: str, namespaces: Sequence[str], now: float, lease: float
+        self, token: str, namespaces: Sequence[str], now: float | None, lease: float
     ) -> frozenset[str]:
         # Single-row updates guarded by `expiry > now` need no namespace lock: a concurrent
         # reclaim re-checks the same condition and skips a lease renewed before it.
@@ -321,7 +332,7 @@ class SqlBackend(ResourceBackend):
             names = list(namespaces)
             with _unavailable_as_backend_error():
                 held = await direct.write(
-                    lambda cur: lite.extend_leases(cur, token, names, now, lease)
+                    lambda cur: lite.extend_leases(cur, token, names, host_now(now), lease)
                 )
             return frozenset(held)
         with _unavailable_as_backend_error():
@@ -329,8 +340,9 @@ class SqlBackend(ResourceBackend):
                 held = await pg_direct.extend_leases(conn, token, list(namespaces), now, lease)
         return frozenset(held)
 
-    async def sweep(self, now: float) -> tuple[NamespaceUsage, ...]:
+    async def sweep(self, now: float | None) -> tuple[NamespaceUsage, ...]:
         async with self._transaction(()) as conn:
+            now = await read_now(conn, now)
             candidates = sorted(await reads.lapsed_namespaces(conn, now))
             if not candidates:
                 return ()
@@ -339,20 +351,22 @@ class SqlBackend(ResourceBackend):
             return await self._after_change(conn, changed, now)
 
     async def set_quotas(
-        self, source: QuotaSource, quotas: Mapping[str, int | None], now: float
+        self, source: QuotaSource, quotas: Mapping[str, int | None], now: float | None
     ) -> None:
         async with self._transaction(list(quotas)) as conn:
+            now = await read_now(conn, now)
             stored = await reads.load_sources(conn, list(quotas))
             changed = {ns: q for ns, q in quotas.items() if stored.get(ns, {}).get(source) != q}
             await writes.store_quotas(conn, source, changed, now)
             await writes.forget_empty(conn, list(changed))
             await self._publish(conn, [(ns, None) for ns in changed])
 
-    async def snapshot(self, namespace: str | None, now: float) -> list[NamespaceSnapshot]:
+    async def snapshot(self, namespace: str | None, now: float | None) -> list[NamespaceSnapshot]:
         if self._db is None:
             raise RuntimeError("SqlBackend used before open()")
         with _unavailable_as_backend_error():
             async with self._db.read() as conn:
+                now = await read_now(conn, now)
                 return await reads.read_snapshot(conn, namespace, now)
 
     async def _publish(

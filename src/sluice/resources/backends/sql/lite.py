@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from sluice.resources.admission import NamespaceState, Plan, Usage, plan_allocation
 from sluice.resources.backends._shared import WaiterRecord, resolve_quota
-from sluice.resources.backends.base import AllocationRequest, NamespaceUsage
+from sluice.resources.backends.base import NamespaceUsage, TimedRequest
 from sluice.resources.backends.sql.reads import (
     Loaded,
     loaded_from,
@@ -166,7 +166,7 @@ def extend_leases(
     return {row[0] for row in held}
 
 
-def insert_holders(cur: Cursor, request: AllocationRequest, claims: Sequence[Claim]) -> None:
+def insert_holders(cur: Cursor, request: TimedRequest, claims: Sequence[Claim]) -> None:
     holder, expiry = request.holder, request.now + request.lease
     cur.executemany(
         "INSERT INTO resource_holders (namespace, token, project, domain, execution_id,"
@@ -241,9 +241,11 @@ class Allocated:
     plan: Plan
     states: dict[str, NamespaceState]
     reclaimed: set[str]
+    request: TimedRequest
+    """The request as judged: its `now` the store's time read inside the transaction."""
 
 
-def allocate(cur: Cursor, request: AllocationRequest) -> Allocated:
+def allocate(cur: Cursor, request: TimedRequest) -> Allocated:
     """Judge and record one allocation (see ResourceBackend.allocate), in the caller's write
     transaction; the caller publishes `reclaimed`."""
     names = [c.namespace for c in request.claims]
@@ -270,10 +272,10 @@ def allocate(cur: Cursor, request: AllocationRequest) -> Allocated:
     defaults = defaults_to_store(request, sources)
     if defaults:
         store_defaults(cur, defaults, request.now)
-    return Allocated(plan, states, reclaimed)
+    return Allocated(plan, states, reclaimed, request)
 
 
-def read_for_refusal(cur: Cursor, request: AllocationRequest) -> Loaded | None:
+def read_for_refusal(cur: Cursor, request: TimedRequest) -> Loaded | None:
     """What `SqlBackend._refusal_without_writes` reads, in a read transaction; None when a
     write is needed anyway."""
     names = [c.namespace for c in request.claims]

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from functools import cache
 
 from sluice.resources.backends._shared import resolve_quota
-from sluice.resources.backends.base import AllocationRequest, NamespaceUsage
+from sluice.resources.backends.base import NamespaceUsage, TimedRequest
 from sluice.resources.backends.sql import lite
 from sluice.resources.backends.sql.tables import SOURCE_ORDER
 from sluice.resources.models import Claim, QuotaSource
@@ -82,7 +82,7 @@ def _drop_holders(count: int) -> str:
     )
 
 
-def grant(cur: Cursor, request: AllocationRequest) -> tuple[NamespaceUsage, ...] | None:
+def grant(cur: Cursor, request: TimedRequest) -> tuple[NamespaceUsage, ...] | None:
     """Grant an uncontended request (see the module's docstring) and return the usage after
     it; None, with nothing written, when the general path must judge. Raises like the general
     path for an unknown namespace or a claim larger than its quota."""

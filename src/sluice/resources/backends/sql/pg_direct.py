@@ -38,23 +38,27 @@ from sluice.resources.backends.sql.writes import (
 )
 from sluice.resources.models import QuotaSource
 from sluice.store.notify import pg_notification
+from sluice.store.servertime import pg_now_or
 
 Conn = Any  # a psycopg AsyncConnection in pipeline mode
 
-_LOAD = "SELECT sluice_resources_load(%s::integer[], %s::text[], %s, %s)"
+_CLOCK = f"(SELECT {pg_now_or('%s')} AS t) AS c"
+"""The store's time as `c.t` (a test clock's when its placeholder is not NULL): every lease a
+statement judges or writes is judged on the server's clock, read inside the statement."""
+_LOAD = f"SELECT sluice_resources_load(%s::integer[], %s::text[], %s, c.t), c.t FROM {_CLOCK}"
 _GRANT = (
     "SELECT sluice_resources_grant(%s, %s, %s, %s, %s, %s::text[], %s::integer[], %s, %s,"
     " %s::text[])"
 )
-_RELEASE = "SELECT sluice_resources_release(%s::integer[], %s, %s::text[], %s)"
+_RELEASE = f"SELECT sluice_resources_release(%s::integer[], %s, %s::text[], c.t), c.t FROM {_CLOCK}"
 _EXTEND_HOLDERS = (
-    "UPDATE resource_holders SET lease_expires_at = %s"
-    " WHERE token = %s AND namespace = ANY(%s::text[]) AND lease_expires_at > %s"
+    f"UPDATE resource_holders SET lease_expires_at = c.t + %s FROM {_CLOCK}"
+    " WHERE token = %s AND namespace = ANY(%s::text[]) AND lease_expires_at > c.t"
     " RETURNING namespace"
 )
 _EXTEND_WAITERS = (
-    "UPDATE resource_waiters SET expires_at = %s"
-    " WHERE token = %s AND namespace = ANY(%s::text[]) AND expires_at > %s"
+    f"UPDATE resource_waiters SET expires_at = c.t + %s FROM {_CLOCK}"
+    " WHERE token = %s AND namespace = ANY(%s::text[]) AND expires_at > c.t"
 )
 _UPSERT_WAITER = (
     f"INSERT INTO resource_waiters ({', '.join(WAITER_COLUMNS)})"
@@ -70,12 +74,13 @@ _STORE_DEFAULT = (
 _NOTIFY = "SELECT pg_notify(%s, %s)"
 _TRY_GRANT = (
     "SELECT sluice_resources_try_grant(%s::integer[], %s::text[], %s::integer[],"
-    " %s::integer[], %s::integer[], %s::integer[], %s, %s, %s, %s, %s, %s, %s)"
+    " %s::integer[], %s::integer[], %s::integer[], %s, %s, %s, %s, %s, c.t, c.t + %s)"
+    f" FROM {_CLOCK}"
 )
 _TRY_GRANT_WAITER = (
-    "SELECT totals, waiting, since FROM sluice_resources_try_grant_waiter(%s::integer[],"
-    " %s::text[], %s::integer[], %s::integer[], %s::integer[], %s::integer[], %s, %s, %s, %s,"
-    " %s, %s, %s, %s)"
+    f"SELECT totals, waiting, since, c.t FROM {_CLOCK}, sluice_resources_try_grant_waiter("
+    "%s::integer[], %s::text[], %s::integer[], %s::integer[], %s::integer[], %s::integer[],"
+    " %s, %s, %s, %s, %s, %s, c.t, c.t + %s)"
 )
 _TRY_RELEASE = "SELECT sluice_resources_try_release(%s::integer[], %s, %s::text[], %s, %s, %s)"
 _ASYNC_COMMIT = "SET LOCAL synchronous_commit = off"
@@ -89,6 +94,8 @@ renewals stay synchronous."""
 class Rows:
     """What an allocation reads of its namespaces, lapsed leases and waiters reclaimed."""
 
+    now: float
+    """The store's time in the transaction (the server's clock, or a test clock's)."""
     sources: dict[str, dict[QuotaSource, int]]
     held: set[str]
     usage: dict[str, Usage]
@@ -96,12 +103,14 @@ class Rows:
     reclaimed: set[str]
 
 
-async def load(conn: Conn, names: Sequence[str], token: str, now: float) -> Rows:
-    """Lock the namespaces, reclaim what lapsed there, and read them (waits for the answer)."""
+async def load(conn: Conn, names: Sequence[str], token: str, now: float | None) -> Rows:
+    """Lock the namespaces, reclaim what lapsed there, and read them (waits for the answer),
+    with the store's time the judgement uses."""
     cursor = await conn.execute(_LOAD, (lock_keys(names), list(names), token, now))
     row = await cursor.fetchone()
     answer: Mapping[str, Any] = row[0]
     return Rows(
+        float(row[1]),
         sources_of(answer["sources"]),
         set(answer["held"]),
         usage_of(names, answer["usage"]),
@@ -115,6 +124,7 @@ async def allocate(conn: Conn, request: AllocationRequest) -> Allocated:
     transaction; the caller publishes `reclaimed`. Only the load waits for its answer."""
     names = [c.namespace for c in request.claims]
     read = await load(conn, names, request.token, request.now)
+    request = request.at(read.now)
     quotas = {
         c.namespace: resolve_quota(c, read.sources.get(c.namespace, {})) for c in request.claims
     }
@@ -150,17 +160,24 @@ async def allocate(conn: Conn, request: AllocationRequest) -> Allocated:
         await conn.cursor().executemany(
             _STORE_DEFAULT, [(ns, q, request.now) for ns, q in defaults.items()]
         )
-    return Allocated(plan, states, read.reclaimed)
+    return Allocated(plan, states, read.reclaimed, request)
 
 
 async def extend_leases(
-    conn: Conn, token: str, names: Sequence[str], now: float, lease: float, *, wait: bool = True
+    conn: Conn,
+    token: str,
+    names: Sequence[str],
+    now: float | None,
+    lease: float,
+    *,
+    wait: bool = True,
 ) -> set[str]:
-    """Push the token's live leases (and waiter entries) to now + lease; where it holds
-    (an empty set, not waited for, with `wait=False`)."""
+    """Push the token's live leases (and waiter entries) to now + lease, `now` the store's
+    time (None: the server's clock); where it holds (an empty set, not waited for, with
+    `wait=False`)."""
     if not names:
         return set()
-    params = (now + lease, token, list(names), now)
+    params = (lease, now, token, list(names))
     cursor = await conn.execute(_EXTEND_HOLDERS, params)
     await conn.execute(_EXTEND_WAITERS, params)
     if not wait:
@@ -175,7 +192,7 @@ async def upsert_waiters(conn: Conn, records: Sequence[tuple[str, WaiterRecord]]
 
 
 async def release(
-    conn: Conn, token: str, names: Sequence[str], now: float
+    conn: Conn, token: str, names: Sequence[str], now: float | None
 ) -> tuple[NamespaceUsage, ...]:
     """Lock, drop the token's holders and waiter entries, forget idle namespaces; the usage
     and ready waiters of every namespace that changed (waits for the answer). The caller's
@@ -184,6 +201,7 @@ async def release(
     cursor = await conn.execute(_RELEASE, (lock_keys(names), token, list(names), now))
     row = await cursor.fetchone()
     answer: Mapping[str, Any] = row[0]
+    now = float(row[1])
     changed = sorted(set(answer["changed"]))
     if not changed:
         return ()
@@ -233,7 +251,7 @@ def _claim_arguments(request: AllocationRequest) -> list[Any]:
 async def try_grant(conn: Conn, request: AllocationRequest) -> tuple[NamespaceUsage, ...] | None:
     """The uncontended grant of migration 0005, as one autocommit statement (one round trip,
     one commit): the usage after it, or None (nothing written) for the general path."""
-    arguments = [*_claim_arguments(request), request.now, request.now + request.lease]
+    arguments = [*_claim_arguments(request), request.lease, request.now]
     cursor = await conn.execute(_TRY_GRANT, arguments)
     row = await cursor.fetchone()
     totals = row[0] if row is not None else None
@@ -245,19 +263,18 @@ async def try_grant(conn: Conn, request: AllocationRequest) -> tuple[NamespaceUs
 
 async def try_grant_waiter(
     conn: Conn, request: AllocationRequest
-) -> tuple[float, tuple[NamespaceUsage, ...]] | None:
+) -> tuple[float, tuple[NamespaceUsage, ...], float] | None:
     """The grant of a waiter first in line everywhere (migration 0006), as one autocommit
-    statement: its first refusal time and the usage after it, or None (nothing written) for
-    the general path."""
-    arguments = _claim_arguments(request)
-    arguments += [request.holder.priority, request.now, request.now + request.lease]
+    statement: its first refusal time, the usage after it and the store's time of the grant,
+    or None (nothing written) for the general path."""
+    arguments = [request.now, *_claim_arguments(request), request.holder.priority, request.lease]
     cursor = await conn.execute(_TRY_GRANT_WAITER, arguments)
     row = await cursor.fetchone()
     if row is None or row[0] is None:
         return None
-    totals, waiting, since = row
+    totals, waiting, since, now = row
     usage = zip(request.claims, totals, waiting, strict=True)
-    return since, tuple(NamespaceUsage(c.namespace, n, w) for c, n, w in usage)
+    return since, tuple(NamespaceUsage(c.namespace, n, w) for c, n, w in usage), float(now)
 
 
 def release_arguments(

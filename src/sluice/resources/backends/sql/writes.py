@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.resources.admission import Plan, waiter_scope
 from sluice.resources.backends._shared import WaiterRecord, waiter_records
-from sluice.resources.backends.base import AllocationRequest
+from sluice.resources.backends.base import AllocationRequest, TimedRequest
 from sluice.resources.backends.sql.reads import Loaded
 from sluice.resources.backends.sql.tables import (
     ALL,
@@ -175,7 +175,7 @@ def defaults_to_store(
 
 
 def waiters_to_write(
-    request: AllocationRequest, plan: Plan, loaded: Loaded
+    request: TimedRequest, plan: Plan, loaded: Loaded
 ) -> list[tuple[str, WaiterRecord]]:
     """The waiter entries a refusal must write. An unchanged entry with half its lease left
     is kept as it is, so a waiter asking again and again writes nothing."""
