@@ -156,7 +156,7 @@ async def test_a_miss_acquires_the_reservation_and_arms_the_heartbeat() -> None:
     assert node.record.cache_status is CacheStatus.MISS
     assert node.record.reservation_status is ReservationStatus.ACQUIRED
     assert node.heartbeat_at == T0 + HEARTBEAT
-    assert await gates.reservations() == [("ex1/n1", T0 + HEARTBEAT * GRACE)]
+    assert await gates.reservations() == [("ex1/n1@0", T0 + HEARTBEAT * GRACE)]
     assert (gates.waits, gates.waited()) == ([], 0.0)
 
 
@@ -176,7 +176,7 @@ async def test_someone_elses_reservation_makes_the_node_wait_for_its_put_or_expi
     assert node.record.reservation_status is ReservationStatus.EXISTS
     assert gates.waits == [(KEY, "ex2", "n1", T0 + HEARTBEAT * GRACE)]
     assert (node.waiting_since, node.heartbeat_at) == (T0 + 2, None)
-    assert await gates.reservations() == [("ex1/n1", T0 + HEARTBEAT * GRACE)]
+    assert await gates.reservations() == [("ex1/n1@0", T0 + HEARTBEAT * GRACE)]
 
     gates.clock.advance(3)  # still waiting: it waits since it first found the owner
     assert await gates.gate.before_launch(waiter, node) is not None
@@ -199,7 +199,7 @@ async def test_a_waiter_takes_an_expired_reservation_over_and_observes_its_wait(
     node = the_node(waiter)
     assert node.record.reservation_status is ReservationStatus.ACQUIRED
     assert node.heartbeat_at == T0 + HEARTBEAT * GRACE + HEARTBEAT
-    assert await gates.reservations() == [("ex2/n1", T0 + 2 * HEARTBEAT * GRACE)]
+    assert await gates.reservations() == [("ex2/n1@0", T0 + 2 * HEARTBEAT * GRACE)]
     assert (node.waiting_since, gates.waited()) == (None, HEARTBEAT * GRACE)
 
 
@@ -259,9 +259,9 @@ async def test_a_retry_owns_the_reservation_of_its_earlier_attempt() -> None:
     node.record.attempt = 1
     gates.clock.advance(1)
     assert await gates.gate.before_launch(ex, node) is None
-    assert gates.gate.owner_id(ex, node) == "ex1/n1"
+    assert gates.gate.owner_id(ex, node) == "ex1/n1@0"
     assert node.record.reservation_status is ReservationStatus.ACQUIRED
-    assert await gates.reservations() == [("ex1/n1", T0 + 1 + HEARTBEAT * GRACE)]
+    assert await gates.reservations() == [("ex1/n1@0", T0 + 1 + HEARTBEAT * GRACE)]
     assert gates.waits == []
 
 
@@ -272,11 +272,11 @@ async def test_the_heartbeat_extends_only_when_it_is_due() -> None:
     await gates.gate.before_launch(ex, node)
     gates.clock.advance(HEARTBEAT - 1)
     assert await gates.gate.heartbeat(ex, node) == T0 + HEARTBEAT
-    assert await gates.reservations() == [("ex1/n1", T0 + HEARTBEAT * GRACE)]
+    assert await gates.reservations() == [("ex1/n1@0", T0 + HEARTBEAT * GRACE)]
     gates.clock.advance(1)  # exactly due
     assert await gates.gate.heartbeat(ex, node) == T0 + 2 * HEARTBEAT
     assert node.heartbeat_at == T0 + 2 * HEARTBEAT
-    assert await gates.reservations() == [("ex1/n1", T0 + HEARTBEAT + HEARTBEAT * GRACE)]
+    assert await gates.reservations() == [("ex1/n1@0", T0 + HEARTBEAT + HEARTBEAT * GRACE)]
     assert node.record.reservation_status is ReservationStatus.ACQUIRED
 
 
@@ -288,7 +288,7 @@ async def test_a_heartbeat_never_armed_here_extends_at_once() -> None:
     node.heartbeat_at = None  # loaded after a crash
     gates.clock.advance(1)
     assert await gates.gate.heartbeat(ex, node) == T0 + 1 + HEARTBEAT
-    assert await gates.reservations() == [("ex1/n1", T0 + 1 + HEARTBEAT * GRACE)]
+    assert await gates.reservations() == [("ex1/n1@0", T0 + 1 + HEARTBEAT * GRACE)]
 
 
 async def test_a_node_without_a_held_reservation_has_no_heartbeat() -> None:
@@ -310,11 +310,11 @@ async def test_a_heartbeat_reports_a_lost_reservation_and_disarms() -> None:
     assert await gates.gate.heartbeat(owner, node) is None
     assert node.record.reservation_status is ReservationStatus.EXISTS
     assert node.heartbeat_at is None
-    assert await gates.reservations() == [("ex2/n1", T0 + 2 * HEARTBEAT * GRACE)]
+    assert await gates.reservations() == [("ex2/n1@0", T0 + 2 * HEARTBEAT * GRACE)]
     # Driven to its end, it gives back nothing of the new owner's.
     node.record.outputs = {"y": 1}
     await gates.gate.after_attempt(owner, node, True)
-    assert await gates.reservations() == [("ex2/n1", T0 + 2 * HEARTBEAT * GRACE)]
+    assert await gates.reservations() == [("ex2/n1@0", T0 + 2 * HEARTBEAT * GRACE)]
     assert node.record.reservation_status is ReservationStatus.RELEASED
 
 
@@ -346,7 +346,29 @@ async def test_reverify_of_a_resumed_owner_extends_and_arms_the_heartbeat() -> N
     assert await gates.gate.reverify(resumed, resumed_node) is None
     assert resumed_node.heartbeat_at == T0 + 2 + HEARTBEAT
     assert resumed_node.record.reservation_status is ReservationStatus.ACQUIRED
-    assert await gates.reservations() == [("ex1/n1", T0 + 2 + HEARTBEAT * GRACE)]
+    assert await gates.reservations() == [("ex1/n1@0", T0 + 2 + HEARTBEAT * GRACE)]
+
+
+async def test_a_later_ownership_epoch_takes_over_the_reservation_at_once() -> None:
+    """A takeover (or a restart) is a new ownership epoch: the node's reservation under the
+    earlier epoch's name is taken over at once, never waited out, and the earlier owner then
+    extends or releases a name nobody holds."""
+    gates = Gates()
+    earlier = execution(task())
+    await gates.gate.before_launch(earlier, the_node(earlier))
+    resumed = execution(task())
+    resumed.record.owner_epoch = 1
+    resumed_node = the_node(resumed)
+    resumed_node.record.reservation_status = ReservationStatus.ACQUIRED
+    gates.clock.advance(1)
+    assert await gates.gate.reverify(resumed, resumed_node) is None
+    assert await gates.reservations() == [("ex1/n1@1", T0 + 1 + HEARTBEAT * GRACE)]
+    stale = the_node(earlier)
+    assert await gates.gate.reverify(earlier, stale) == (
+        "its cache reservation was taken over by ex1/n1"
+    )
+    await gates.gate.release(earlier, stale)
+    assert await gates.reservations() == [("ex1/n1@1", T0 + 1 + HEARTBEAT * GRACE)]
 
 
 async def test_reverify_of_a_resumed_owner_whose_reservation_was_taken_says_by_whom() -> None:
@@ -361,7 +383,7 @@ async def test_reverify_of_a_resumed_owner_whose_reservation_was_taken_says_by_w
     assert reason == "its cache reservation was taken over by ex2/n1"
     assert node.record.reservation_status is ReservationStatus.EXISTS
     assert node.heartbeat_at is None
-    assert await gates.reservations() == [("ex2/n1", T0 + 2 * HEARTBEAT * GRACE)]
+    assert await gates.reservations() == [("ex2/n1@0", T0 + 2 * HEARTBEAT * GRACE)]
 
 
 async def test_reverify_of_a_node_holding_no_reservation_asks_nothing() -> None:
@@ -567,7 +589,7 @@ async def test_a_heartbeat_of_a_node_loaded_after_a_crash_computes_its_key() -> 
     assert await gates.gate.heartbeat(resumed, node) == T0 + 1 + HEARTBEAT
     assert (node.cache_key, await gates.reservations()) == (
         KEY,
-        [("ex1/n1", T0 + 1 + HEARTBEAT * GRACE)],
+        [("ex1/n1@0", T0 + 1 + HEARTBEAT * GRACE)],
     )
 
 

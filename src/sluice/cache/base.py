@@ -34,9 +34,12 @@ class ReservationRepository(abc.ABC):
         """Insert `reservation`; False (nothing written) if `key` already has a row."""
 
     @abc.abstractmethod
-    async def update_if_expired_or_owned(self, reservation: Reservation, now: float) -> bool:
+    async def update_if_expired_or_owned(
+        self, reservation: Reservation, now: float, succeeds: str | None = None
+    ) -> bool:
         """Replace the row of `reservation.key` by `reservation` in one compare-and-set, only
-        if that row expired (`expires_at <= now`) or belongs to `reservation.owner_id`.
+        if that row expired (`expires_at <= now`) or belongs to `reservation.owner_id`, or to
+        `succeeds` (the same owner in an earlier ownership epoch, taken over).
 
         False if nothing was written: another owner holds an unexpired row, or there is none.
         """
@@ -107,22 +110,30 @@ class CatalogRepository(abc.ABC):
         processes share one server (PostgreSQL), otherwise the local system clock."""
 
     async def claim_reservation(
-        self, key: str, owner_id: str, heartbeat: float, span: float, now: float | None
+        self,
+        key: str,
+        owner_id: str,
+        heartbeat: float,
+        span: float,
+        now: float | None,
+        succeeds: str | None = None,
     ) -> Claimed | None:
         """One attempt of `Catalog.get_or_extend_reservation`: another owner's unexpired
         reservation of `key` as it is ("elsewhere"), or `owner_id`'s, expiring `span` seconds
         after `now` (None: the backend's clock), written over none or an expired one
-        ("acquired") or over its own ("extended"). None when the row changed between the read
-        and the write (the caller tries again). Backends may do it in one statement."""
+        ("acquired"), over its own ("extended") or over `succeeds`'s ("acquired": the same
+        owner in an earlier ownership epoch). None when the row changed between the read and
+        the write (the caller tries again). Backends may do it in one statement."""
         now = await self.now() if now is None else now
         wanted = Reservation(key, owner_id, heartbeat, now + span)
         current = await self.reservations.get(key)
-        if current is not None and current.owner_id != owner_id and current.expires_at > now:
+        mine = (owner_id, succeeds)
+        if current is not None and current.owner_id not in mine and current.expires_at > now:
             return Claimed(current, "elsewhere")
         if current is None:
             claimed = await self.reservations.create(wanted, now)
         else:
-            claimed = await self.reservations.update_if_expired_or_owned(wanted, now)
+            claimed = await self.reservations.update_if_expired_or_owned(wanted, now, succeeds)
         if not claimed:
             return None
         owned = current is not None and current.owner_id == owner_id

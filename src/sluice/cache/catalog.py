@@ -191,17 +191,18 @@ class Catalog:
         return requested if 0 < requested < self.max_heartbeat else self.max_heartbeat
 
     async def get_or_extend_reservation(
-        self, key: str, owner_id: str, heartbeat_interval: float
+        self, key: str, owner_id: str, heartbeat_interval: float, *, succeeds: str | None = None
     ) -> Reservation:
         """The current reservation of `key`: `owner_id`'s own (created, taken over after
-        expiry, or extended), or another owner's unexpired one. Compare `owner_id`."""
+        expiry, extended, or taken over from `succeeds`: the same owner in an earlier
+        ownership epoch), or another owner's unexpired one. Compare `owner_id`."""
         _require_id("key", key, MAX_KEY_LENGTH)
         _require_id("owner_id", owner_id, MAX_OWNER_ID_LENGTH)
         heartbeat = self.effective_heartbeat(heartbeat_interval)
         now = self._clock.now() if self._clock is not None else None
         for _ in range(_CLAIM_ATTEMPTS):
             claimed = await self._repo.claim_reservation(
-                key, owner_id, heartbeat, heartbeat * self.multiplier, now
+                key, owner_id, heartbeat, heartbeat * self.multiplier, now, succeeds
             )
             if claimed is None:
                 continue

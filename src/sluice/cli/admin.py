@@ -98,8 +98,9 @@ async def engine_command(ctx: click.Context, metrics_port: int | None) -> None:
             start_http_server(metrics_port, registry=runtime.metrics)
         click.echo(f"engine {runtime.instance_id} running on {runtime.store.db.url.display}")
 
+    signals = Signals()
     try:
-        fatal = await service.run_engine(until_signal(), ready)
+        fatal = await service.run_engine(signals.first(), ready, signals.second)
     finally:
         await close_quietly(service, fatal)
     if fatal is not None:
@@ -127,13 +128,28 @@ def quiet_expected_store_errors(health: StoreHealth) -> None:
         handler.addFilter(health.log_filter)
 
 
-async def until_signal() -> None:
-    """Return at SIGINT or SIGTERM."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+class Signals:
+    """SIGINT and SIGTERM: the first asks for a graceful stop (the engine drains), a second
+    for a stop at once."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._first, self._second = asyncio.Event(), asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._received)
+
+    def _received(self) -> None:
+        self._count += 1
+        (self._first if self._count == 1 else self._second).set()
+
+    async def first(self) -> None:
+        await self._first.wait()
+
+    @property
+    def second(self) -> asyncio.Event:
+        """Set at the second signal."""
+        return self._second
 
 
 COMMANDS = [plugins, db, engine_command]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sluice.cli.admin import close_quietly, quiet_expected_store_errors, until_signal
+from sluice.cli.admin import Signals, close_quietly, quiet_expected_store_errors
 from sluice.cli.common import run_async, state
 from sluice.cli.logging_setup import logging_options
 
@@ -88,12 +88,14 @@ async def serve_all(
     try:
         if metrics_port is not None:
             server, _ = start_http_server(metrics_port, registry=runtime.metrics)
+        signals = Signals()
         async with _http(service, listen) as listening:
             fatal = await service.serve(
-                until_signal(),
+                signals.first(),
                 engine=engine,
                 schedules=schedules,
                 ready=lambda: _announce(service, listening),
+                hurry=signals.second,
             )
     finally:
         if server is not None:

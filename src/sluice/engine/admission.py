@@ -203,4 +203,5 @@ class NodeAdmission:
         def refused(namespace: str, token: str) -> None:
             self.wait_for_resources([namespace], execution_id, node_id, token)
 
-        return self.resources.for_task(plugin_id, holder, NodeHoldings(ex, node), refused)
+        holdings, epoch = NodeHoldings(ex, node), ex.record.owner_epoch
+        return self.resources.for_task(plugin_id, holder, holdings, refused, epoch)

@@ -61,11 +61,15 @@ class CacheGate:
         return interval, interval * self.catalog.multiplier
 
     async def _claim(self, ex: ExecutionState, node: NodeState) -> tuple[Reservation, bool]:
-        """get_or_extend_reservation for this node; whether it is ours."""
-        owner = self.owner_id(ex, node)
-        held = await self.catalog.get_or_extend_reservation(
-            self._key(ex, node), owner, self.config.heartbeat_interval
-        )
+        """get_or_extend_reservation for this node; whether it is ours. A reservation this node
+        holds in an earlier ownership epoch is taken over (a takeover or a restart)."""
+        owner, key = self.owner_id(ex, node), self._key(ex, node)
+        heartbeat = self.config.heartbeat_interval
+        held = await self.catalog.get_or_extend_reservation(key, owner, heartbeat)
+        if held.owner_id != owner and self._earlier_epoch(held.owner_id, ex, node):
+            held = await self.catalog.get_or_extend_reservation(
+                key, owner, heartbeat, succeeds=held.owner_id
+            )
         return held, held.owner_id == owner
 
     async def extend(self, ex: ExecutionState, node: NodeState) -> None:
@@ -89,8 +93,19 @@ class CacheGate:
 
     @staticmethod
     def owner_id(ex: ExecutionState, node: NodeState) -> str:
-        """Stable across retries of the node: a retry never waits for its own earlier attempt."""
-        return f"{ex.id}/{node.id}"
+        """Stable across retries of the node (a retry never waits for its own earlier attempt),
+        named for the execution's ownership epoch: an earlier owner that wakes up later
+        extends or releases a name nobody holds once this one took the reservation over."""
+        return f"{ex.id}/{node.id}@{ex.record.owner_epoch}"
+
+    @staticmethod
+    def _earlier_epoch(owner_id: str, ex: ExecutionState, node: NodeState) -> bool:
+        """`owner_id` is this node's in an earlier ownership epoch (or from before epochs)."""
+        mine = f"{ex.id}/{node.id}"
+        base, sep, epoch = owner_id.rpartition("@")
+        if not sep:
+            return owner_id == mine
+        return base == mine and epoch.isdigit() and int(epoch) < ex.record.owner_epoch
 
     def _key(self, ex: ExecutionState, node: NodeState) -> str:
         if node.cache_key is None:
@@ -160,7 +175,7 @@ class CacheGate:
         expires_in = max(0.0, held.expires_at - now)
         return PhaseInfo.waiting_for_cache(
             0,
-            f"waiting for cache to be populated by reservation owner {held.owner_id} "
+            f"waiting for cache to be populated by reservation owner {_shown(held.owner_id)} "
             f"(its reservation expires in {expires_in:.0f}s unless extended)",
         )
 
@@ -182,7 +197,7 @@ class CacheGate:
             return None
         rec.reservation_status = ReservationStatus.EXISTS
         lifecycle.disarm_heartbeat(node)
-        return f"its cache reservation was taken over by {held.owner_id}"
+        return f"its cache reservation was taken over by {_shown(held.owner_id)}"
 
     async def heartbeat(self, ex: ExecutionState, node: NodeState) -> float | None:
         """Extend a held reservation when it is due (at once when it was never armed here);
@@ -240,6 +255,12 @@ class CacheGate:
         except SluiceError as exc:
             log.warning("releasing the reservation of %s/%s failed: %s", ex.id, node.id, exc)
         lifecycle.disarm_heartbeat(node)
+
+
+def _shown(owner_id: str) -> str:
+    """An owner id as users see it: execution/node, without its ownership epoch."""
+    base, sep, epoch = owner_id.rpartition("@")
+    return base if sep and epoch.isdigit() else owner_id
 
 
 class NoCache:

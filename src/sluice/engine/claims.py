@@ -19,6 +19,11 @@ Rules:
   instead of letting it run on a token someone else may have been granted.
 - Aborting, failing or finishing withdraws every waiter entry the node has in the manager
   (its claim's token, and the plugin's refused tokens), not only the tokens it holds.
+- Fencing: every token is named for the execution's ownership epoch ("...@<epoch>"). An owner
+  that finds tokens of an earlier epoch in the node's record (a takeover, a restart) takes
+  them over (`QuotaManager.transfer`, keeping the room) before anything else, and gives back
+  what could not be taken over; an earlier owner that wakes up later renews or releases names
+  nobody holds.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from sluice.resources import (
     Holder,
     QuotaManager,
     compose_token,
+    with_epoch,
 )
 from sluice.spec.names import LOCK_PREFIX
 from sluice.store.records import EventRecord
@@ -60,9 +66,37 @@ class ClaimsGate:
 
     @staticmethod
     def token(ex: ExecutionState, node: NodeState) -> str:
-        """Stable for the node, so a retry or a restarted engine re-claims idempotently; composed
-        as every stored token is (`compose_token`), so two tasks never share one."""
-        return compose_token(node_holder(ex, node), node.id)
+        """Stable for the node within an ownership epoch, so a retry re-claims idempotently;
+        composed as every stored token is (`compose_token`), so two tasks never share one."""
+        return with_epoch(compose_token(node_holder(ex, node), node.id), ex.record.owner_epoch)
+
+    async def adopt(self, ex: ExecutionState, node: NodeState) -> None:
+        """Take over the tokens an earlier ownership epoch recorded for this node (their
+        grants keep their room under this epoch's names); give back what lapsed meanwhile.
+        SluiceError when the manager cannot answer (nothing is forgotten then)."""
+        epoch = ex.record.owner_epoch
+        holdings = NodeHoldings(ex, node)
+        stored = holdings.stored
+        old = stored.get("token")
+        if old and old != self.token(ex, node):
+            namespaces = list(stored.get("namespaces", []))
+            moved = await self.manager.transfer(old, self.token(ex, node), namespaces)
+            await self._give_back(old, [ns for ns in namespaces if ns not in moved])
+            holdings.claim_granted(self.token(ex, node), [ns for ns in namespaces if ns in moved])
+        for namespace, token in list(stored.get("plugin_tokens", [])):
+            new = with_epoch(token, epoch)
+            if new == token:
+                continue
+            moved = await self.manager.transfer(token, new, [namespace])
+            holdings.plugin_released(namespace, token)
+            if moved:
+                holdings.plugin_held(namespace, new)
+            else:
+                await self._give_back(token, [namespace])
+
+    async def _give_back(self, token: str, namespaces: list[str]) -> None:
+        if namespaces:
+            await self.manager.release(token, namespaces)
 
     def holder(self, ex: ExecutionState, node: NodeState) -> Holder:
         return node_holder(ex, node, node.task.metadata.priority)
@@ -85,6 +119,7 @@ class ClaimsGate:
         if not claims:
             return None, None
         try:
+            await self.adopt(ex, node)
             result = await self.manager.allocate(
                 self.token(ex, node), claims, self.holder(ex, node)
             )
@@ -183,6 +218,7 @@ class ClaimsGate:
         it must stop. SluiceError when the manager cannot answer (the caller retries)."""
         rec = node.record
         holdings = NodeHoldings(ex, node)
+        await self.adopt(ex, node)
         if self._declares_claims(node):
             if node.lock_names is None:
                 node.lock_names = lock_names(node.task, rec.inputs or {})

@@ -59,6 +59,8 @@ RECONCILE_WORKERS = 4
 _STOP_GRACE = 10.0
 _WATCH_INTERVAL = 0.5
 """Seconds between checks of the store's files (SQLite) and probes during an outage."""
+_DRAIN_LOOK = 0.05
+"""Seconds between two looks at the attempts still running while draining."""
 _FENCE_LOOK = 0.5
 """Longest the fence's watcher sleeps between two looks (it sleeps to the deadline sooner)."""
 _EXECUTIONS, _TOKENS, _RESERVATIONS = "executions", "tokens", "reservations"
@@ -223,9 +225,9 @@ class Engine:
 
     async def claim(self) -> int:
         """Take ownership of up to `free_capacity` executions nobody (alive) holds, oldest
-        first; returns how many were taken."""
+        first; returns how many were taken (none while draining)."""
         free = self.free_capacity()
-        if free <= 0:
+        if free <= 0 or not self.s.launching:
             return 0
         loaded = await self.ownership.claim(set(self._executions), free)
         for state in loaded:
@@ -543,6 +545,57 @@ class Engine:
         self.scheduling.cancel_timers()
         self._tasks.clear()
         log.info("engine %s stopped", self.engine_id)
+
+    # Graceful stop.
+    def running_attempts(self) -> int:
+        """Attempts in flight in this engine: launched, not ended."""
+        return sum(
+            1
+            for ex in self._executions.values()
+            for node in ex.nodes.values()
+            if node.record.attempt_started_at is not None
+            and not node.record.phase.is_terminal
+            and not is_compound(node.task)
+        )
+
+    async def drain(self, within: float, hurry: asyncio.Event | None = None) -> int:
+        """Stop claiming and launching, let the attempts in flight run to their end (and
+        record it) for at most `within` seconds, or until `hurry` completes (a second
+        signal); then stop this process's bodies of what still runs and hand every execution
+        over, so another engine takes it at once. Returns how many attempts were handed
+        over unfinished (the next engine starts them again)."""
+        self.s.launching = False
+        running = self.running_attempts()
+        log.warning(
+            "engine %s draining: %d attempts running, stopping in at most %.0fs"
+            " (a second signal stops at once)",
+            self.engine_id,
+            running,
+            within,
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while self.running_attempts() and loop.time() < deadline:
+            if hurry is not None and hurry.is_set():
+                break
+            await asyncio.sleep(_DRAIN_LOOK)
+        return await self._hand_over()
+
+    async def _hand_over(self) -> int:
+        left = self.running_attempts()
+        for ex in list(self._executions.values()):
+            for plugin in self.s.registry.plugins.values():
+                abandon = getattr(plugin, "abandon", None)
+                if abandon is not None:
+                    abandon(ex.id)
+            await self.ownership.release(ex.id)
+        log.warning(
+            "engine %s drained: %d executions handed over, %d attempts unfinished",
+            self.engine_id,
+            len(self._executions),
+            left,
+        )
+        return left
 
     async def wait(self, execution_id: str) -> None:
         """Return once this engine has driven `execution_id` to a terminal phase."""

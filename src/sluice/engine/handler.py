@@ -85,6 +85,8 @@ class TaskHandler:
                 return
         launching = rec.attempt_started_at is None
         if launching:
+            if not self.s.launching:  # draining: the next engine starts it
+                return
             if await self._held_by_claims(ex, node):
                 return
             self._launch(ex, node, now)

@@ -117,3 +117,6 @@ class EngineServices:
     """Where task output goes (a writer per attempt); None discards it."""
     fence: LeaseFence = field(default_factory=LeaseFence)
     """Whether this engine may act: its leases proven alive (sluice/fencing.py)."""
+    launching: bool = True
+    """False while the engine drains (a SIGTERM): attempts in flight go on to their end, no
+    new attempt starts."""

@@ -23,7 +23,7 @@ from sluice.resources.models import (
     ResourceRegistrar,
     WaiterInfo,
 )
-from sluice.resources.proxy import TaskResourceManager, compose_token
+from sluice.resources.proxy import TaskResourceManager, compose_token, with_epoch
 
 __all__ = [
     "AllocationResult",
@@ -43,4 +43,5 @@ __all__ = [
     "WaiterInfo",
     "compose_token",
     "from_url",
+    "with_epoch",
 ]

@@ -242,6 +242,14 @@ class QuotaManager:
             check.check_token(token), names, self._store_now(), self._lease
         )
 
+    async def transfer(self, old: str, new: str, namespaces: Sequence[str]) -> frozenset[str]:
+        """Hand `old`'s live grants there to `new` (the same holder in a later ownership
+        epoch), keeping the room, with a fresh lease; returns where `new` now holds them. What
+        the earlier epoch still sends in `old`'s name then touches nothing (fencing)."""
+        names = check.check_namespaces(namespaces)
+        old, new = check.check_token(old), check.check_token(new)
+        return await self._backend.transfer(old, new, names, self._store_now(), self._lease)
+
     async def sweep(self) -> tuple[str, ...]:
         """Reclaim lapsed leases and waiters everywhere now; returns the namespaces touched."""
         usage = await self._backend.sweep(self._store_now())
@@ -256,11 +264,13 @@ class QuotaManager:
         holder: Holder,
         holdings: PluginHoldings | None = None,
         on_refused: Callable[[str, str], None] | None = None,
+        epoch: int | None = None,
     ) -> ResourceManager:
         """The plugin-facing manager of one task execution, recording what the plugin holds
-        in `holdings` and telling `on_refused` of each refusal (see TaskResourceManager)."""
+        in `holdings` and telling `on_refused` of each refusal (see TaskResourceManager); its
+        tokens are named for ownership `epoch` (proxy.with_epoch)."""
         plugin, checked = check.check_namespace(plugin_id), check.check_holder(holder)
-        return TaskResourceManager(self, plugin, checked, holdings, on_refused)
+        return TaskResourceManager(self, plugin, checked, holdings, on_refused, epoch)
 
     # Visibility.
     async def describe(self, namespace: str | None = None) -> list[NamespaceSnapshot]:

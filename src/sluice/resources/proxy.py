@@ -28,6 +28,15 @@ def compose_token(holder: Holder, token: str) -> str:
     return f"{EXECUTION_TOKEN_PREFIX}:{project}:{domain}:{execution}-{token}"
 
 
+def with_epoch(token: str, epoch: int) -> str:
+    """`token` (as stored) named for ownership `epoch`: its earlier epoch suffix replaced. Each
+    claim of an execution is a new epoch, and every token its tasks hold ends in "@<epoch>",
+    so what an earlier owner still sends (a renewal, a release) names tokens nobody holds any
+    more once the new owner has taken them over (QuotaManager.transfer)."""
+    base, sep, tail = token.rpartition("@")
+    return f"{base if sep and tail.isdigit() else token}@{epoch}"
+
+
 def _escape(part: str) -> str:
     return part.replace("%", "%25").replace(":", "%3A")
 
@@ -102,10 +111,12 @@ class TaskResourceManager:
         holder: Holder,
         holdings: PluginHoldings | None = None,
         on_refused: Callable[[str, str], None] | None = None,
+        epoch: int | None = None,
     ) -> None:
         self._manager = manager
         self._plugin_id = plugin_id
         self._holder = holder
+        self._epoch = epoch
         self._memory = HeldInMemory()
         self._holdings: PluginHoldings = self._memory if holdings is None else holdings
         self._on_refused = on_refused or _ignore
@@ -113,8 +124,11 @@ class TaskResourceManager:
         """The last answer to each (namespace, token), for `explain`."""
 
     def qualify(self, namespace: str, token: str) -> tuple[str, str]:
-        """The namespace and token as stored."""
-        return sub_namespace(self._plugin_id, namespace), compose_token(self._holder, token)
+        """The namespace and token as stored (named for the ownership epoch, if any)."""
+        stored = compose_token(self._holder, token)
+        if self._epoch is not None:
+            stored = f"{stored}@{self._epoch}"
+        return sub_namespace(self._plugin_id, namespace), stored
 
     @property
     def allocations(self) -> tuple[tuple[str, str], ...]:

@@ -8,6 +8,7 @@ same way, so a caller cannot even learn that another project's execution exists.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any
@@ -426,11 +427,15 @@ class Sluice:
 
     # Long-running.
     async def run_engine(
-        self, stop: Awaitable[object], ready: serving.Ready = serving.nothing
+        self,
+        stop: Awaitable[object],
+        ready: serving.Ready = serving.nothing,
+        hurry: asyncio.Event | None = None,
     ) -> StoreGoneError | None:
-        """Claim and drive executions until `stop` completes; the store's error if it is
-        gone for good (the caller exits 4). `ready` is called once the engine runs."""
-        return await serving.run_engine(self.runtime, stop, ready)
+        """Claim and drive executions until `stop` completes, then drain (running attempts
+        end, or get `engine.drain_timeout`, or `hurry`); the store's error if it is gone for
+        good (the caller exits 4). `ready` is called once the engine runs."""
+        return await serving.run_engine(self.runtime, stop, ready, hurry)
 
     async def serve(
         self,
@@ -439,11 +444,13 @@ class Sluice:
         engine: bool = True,
         schedules: bool = True,
         ready: serving.Ready = serving.nothing,
+        hurry: asyncio.Event | None = None,
     ) -> StoreGoneError | None:
         """The controller candidate, the schedules and (with `engine`) an engine, until `stop`
-        completes; the store's error if it is gone for good."""
+        completes (then the engine drains, see `run_engine`); the store's error if it is
+        gone for good."""
         return await serving.serve(
-            self.runtime, stop, engine=engine, schedules=schedules, ready=ready
+            self.runtime, stop, engine=engine, schedules=schedules, ready=ready, hurry=hurry
         )
 
     @property

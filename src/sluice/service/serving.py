@@ -21,15 +21,22 @@ def nothing() -> None:
 
 
 async def run_engine(
-    runtime: Runtime, stop: Awaitable[object], ready: Ready = nothing
+    runtime: Runtime,
+    stop: Awaitable[object],
+    ready: Ready = nothing,
+    hurry: asyncio.Event | None = None,
 ) -> StoreGoneError | None:
     """Claim and drive executions until `stop` completes (None) or the store is gone for good
-    (its error)."""
+    (its error). A `stop` drains the engine first: running attempts get
+    `engine.drain_timeout` seconds to end, or until `hurry` completes (a second signal)."""
     engine = await runtime.engine()
     await engine.start()
     ready()
     try:
-        return await _until(stop, engine.wait_fatal())
+        fatal = await _until(stop, engine.wait_fatal())
+        if fatal is None:
+            await engine.drain(runtime.settings.engine.drain_timeout, hurry)
+        return fatal
     finally:
         await engine.stop()
 
@@ -41,9 +48,11 @@ async def serve(
     engine: bool = True,
     schedules: bool = True,
     ready: Ready = nothing,
+    hurry: asyncio.Event | None = None,
 ) -> StoreGoneError | None:
     """Lead (or stand by for) the controller, fire schedules and, with `engine`, drive
-    executions, until `stop` completes (None) or the store is gone for good (its error)."""
+    executions, until `stop` completes (None, after draining the engine, see run_engine) or
+    the store is gone for good (its error)."""
     settings = runtime.settings
     runner = ScheduleRunner(runtime.store, runtime.notifier, runtime.clock, settings.concurrency)
     async with run_controller_candidate(runtime, metrics=True):
@@ -53,7 +62,7 @@ async def serve(
                 ready()
                 await stop
                 return None
-            return await run_engine(runtime, stop, ready)
+            return await run_engine(runtime, stop, ready, hurry)
         finally:
             if firing is not None:
                 firing.cancel()

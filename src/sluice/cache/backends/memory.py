@@ -31,10 +31,12 @@ class MemoryReservations(ReservationRepository):
         self._rows[reservation.key] = reservation
         return True
 
-    async def update_if_expired_or_owned(self, reservation: Reservation, now: float) -> bool:
+    async def update_if_expired_or_owned(
+        self, reservation: Reservation, now: float, succeeds: str | None = None
+    ) -> bool:
         current = self._rows.get(reservation.key)
         if current is None or not (
-            current.expires_at <= now or current.owner_id == reservation.owner_id
+            current.expires_at <= now or current.owner_id in (reservation.owner_id, succeeds)
         ):
             return False
         self._rows[reservation.key] = reservation

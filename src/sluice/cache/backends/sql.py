@@ -92,11 +92,14 @@ class SqlReservations(ReservationRepository):
             await self._sql.write(self._sql.insert(_R).values(values).on_conflict_do_nothing()) == 1
         )
 
-    async def update_if_expired_or_owned(self, reservation: Reservation, now: float) -> bool:
+    async def update_if_expired_or_owned(
+        self, reservation: Reservation, now: float, succeeds: str | None = None
+    ) -> bool:
         owned = _R.c.owner_id == reservation.owner_id
+        taken_over = _R.c.owner_id == succeeds if succeeds is not None else sa.false()
         statement = (
             sa.update(_R)
-            .where(_R.c.key == reservation.key, sa.or_(_R.c.expires_at <= now, owned))
+            .where(_R.c.key == reservation.key, sa.or_(_R.c.expires_at <= now, owned, taken_over))
             # created_at is when the current owner first acquired it: kept on extension.
             .values(
                 **_reservation_values(reservation),
@@ -198,12 +201,14 @@ class SqlEntries(EntryRepository):
         return await self._sql.write(sa.delete(_E).where(sa.or_(*matches)))
 
 
-def _sqlite_claim(cursor: sqlite3.Cursor, wanted: Reservation, now: float) -> Claimed:
+def _sqlite_claim(
+    cursor: sqlite3.Cursor, wanted: Reservation, now: float, succeeds: str | None
+) -> Claimed:
     row = cursor.execute(
         "SELECT owner_id, heartbeat_seconds, expires_at FROM cache_reservations WHERE key = ?",
         (wanted.key,),
     ).fetchone()
-    if row is not None and row[0] != wanted.owner_id and row[2] > now:
+    if row is not None and row[0] not in (wanted.owner_id, succeeds) and row[2] > now:
         return Claimed(Reservation(wanted.key, row[0], row[1], row[2]), "elsewhere")
     cursor.execute(_SQLITE_CLAIM, (*_reservation_values(wanted).values(), now, now))
     owned = row is not None and row[0] == wanted.owner_id
@@ -245,6 +250,7 @@ WITH clock AS (
         created_at = CASE WHEN r.owner_id = EXCLUDED.owner_id
             THEN r.created_at ELSE EXCLUDED.created_at END
     WHERE r.expires_at <= EXCLUDED.updated_at OR r.owner_id = EXCLUDED.owner_id
+        OR r.owner_id = %(succeeds)s
     RETURNING r.owner_id, r.heartbeat_seconds, r.expires_at
 )
 SELECT owner_id, heartbeat_seconds, expires_at,
@@ -254,7 +260,8 @@ FROM up
 UNION ALL
 SELECT owner_id, heartbeat_seconds, expires_at, 'elsewhere' FROM old
 WHERE NOT EXISTS (SELECT 1 FROM up)
-    AND owner_id <> %(owner)s AND expires_at > (SELECT t FROM clock)
+    AND owner_id <> %(owner)s AND owner_id IS DISTINCT FROM %(succeeds)s
+    AND expires_at > (SELECT t FROM clock)
 """
 
 
@@ -272,12 +279,24 @@ class SqlRepository(CatalogRepository):
         self._system_clock = SystemClock()
 
     async def claim_reservation(
-        self, key: str, owner_id: str, heartbeat: float, span: float, now: float | None
+        self,
+        key: str,
+        owner_id: str,
+        heartbeat: float,
+        span: float,
+        now: float | None,
+        succeeds: str | None = None,
     ) -> Claimed | None:
         """One transaction: on SQLite the direct path's (a read and an upsert under the write
         lock), on PostgreSQL one statement (the server's clock when `now` is None)."""
         if self._db.dialect == "postgresql":
-            params = {"key": key, "owner": owner_id, "heartbeat": heartbeat, "span": span}
+            params = {
+                "key": key,
+                "owner": owner_id,
+                "heartbeat": heartbeat,
+                "span": span,
+                "succeeds": succeeds,
+            }
             async with self._db.pg_direct().connection() as conn:
                 cursor = await conn.execute(_PG_CLAIM, {**params, "now": now})
                 row = await cursor.fetchone()
@@ -286,7 +305,9 @@ class SqlRepository(CatalogRepository):
             return Claimed(Reservation(key, row[0], row[1], row[2]), row[3])
         at = self._system_clock.now() if now is None else now
         wanted = Reservation(key, owner_id, heartbeat, at + span)
-        return await self._db.direct().write(lambda cursor: _sqlite_claim(cursor, wanted, at))
+        return await self._db.direct().write(
+            lambda cursor: _sqlite_claim(cursor, wanted, at, succeeds)
+        )
 
     async def now(self) -> float:
         if self._db.dialect != "postgresql":

@@ -151,6 +151,18 @@ class ResourceBackend(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def transfer(
+        self, old: str, new: str, namespaces: Sequence[str], now: float | None, lease: float
+    ) -> frozenset[str]:
+        """Re-key `old`'s live grants there to `new`, atomically, with `new`'s lease ending at
+        `now + lease`: the same holder in a later ownership epoch takes over what its earlier
+        epoch holds, without giving the room back, and whatever the earlier epoch still sends
+        in `old`'s name (a renewal, a release) then touches nothing. A lapsed lease is not
+        moved, nor one where `new` already holds. Units are counted once, as before. Returns
+        the namespaces where `new` now holds `old`'s grant. Idempotent; waiter entries of
+        `old` are left for the caller to release."""
+
+    @abc.abstractmethod
     async def sweep(self, now: float | None) -> tuple[NamespaceUsage, ...]:
         """Reclaim every lapsed lease and drop every lapsed waiter, atomically per namespace.
 

@@ -199,6 +199,26 @@ class MemoryBackend(ResourceBackend):
                     entry.waiters[token] = dataclasses.replace(waiter, expires_at=now + lease)
             return frozenset(held)
 
+    async def transfer(
+        self, old: str, new: str, namespaces: Sequence[str], now: float | None, lease: float
+    ) -> frozenset[str]:
+        with self._lock:
+            now = host_now(now)
+            moved = set()
+            for namespace in namespaces:
+                entry = self._namespaces.get(namespace)
+                held = None if entry is None else entry.holders.get(old)
+                if entry is None or held is None or held.lease_expires_at <= now:
+                    continue
+                if new in entry.holders:
+                    continue
+                del entry.holders[old]
+                entry.holders[new] = dataclasses.replace(
+                    held, token=new, lease_expires_at=now + lease
+                )
+                moved.add(namespace)
+            return frozenset(moved)
+
     async def sweep(self, now: float | None) -> tuple[NamespaceUsage, ...]:
         with self._lock:
             now = host_now(now)

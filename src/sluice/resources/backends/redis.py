@@ -46,7 +46,7 @@ from sluice.resources.models import (
 )
 
 log = logging.getLogger(__name__)
-_SCRIPTS = ("allocate", "release", "renew", "sweep", "set_quotas", "snapshot")
+_SCRIPTS = ("allocate", "release", "renew", "transfer", "sweep", "set_quotas", "snapshot")
 _PRELUDES = ("_common", "_writes", "_admission")
 _GENERAL = "\n-- GENERAL PATH"
 _RETRY_PAUSE = 1.0
@@ -124,6 +124,7 @@ _CLOCK_ARGS: dict[str, tuple[int, int | None]] = {
     "release": (4, None),
     "renew": (4, 5),
     "sweep": (2, None),
+    "transfer": (4, 5),
     "snapshot": (3, None),
 }
 """Per script, the ARGV positions of its time and of its expiry (`lua/_clock.lua`)."""
@@ -373,6 +374,13 @@ class RedisBackend(ResourceBackend):
     ) -> frozenset[str]:
         names = json.dumps(list(namespaces))
         answer = await self._run("renew", token, names, *_times(now, lease))
+        return frozenset(_list(json.loads(answer)))
+
+    async def transfer(
+        self, old: str, new: str, namespaces: Sequence[str], now: float | None, lease: float
+    ) -> frozenset[str]:
+        names = json.dumps(list(namespaces))
+        answer = await self._run("transfer", old, new, *_times(now, lease), names)
         return frozenset(_list(json.loads(answer)))
 
     async def sweep(self, now: float | None) -> tuple[NamespaceUsage, ...]:

@@ -340,6 +340,21 @@ class SqlBackend(ResourceBackend):
                 held = await pg_direct.extend_leases(conn, token, list(namespaces), now, lease)
         return frozenset(held)
 
+    async def transfer(
+        self, old: str, new: str, namespaces: Sequence[str], now: float | None, lease: float
+    ) -> frozenset[str]:
+        names = list(namespaces)
+        direct = self._direct
+        with _unavailable_as_backend_error():
+            if direct is not None:
+                moved = await direct.write(
+                    lambda cur: lite.transfer(cur, old, new, names, host_now(now), lease)
+                )
+            else:
+                async with self._pg().transaction() as conn:
+                    moved = await pg_direct.transfer(conn, old, new, names, now, lease)
+        return frozenset(moved)
+
     async def sweep(self, now: float | None) -> tuple[NamespaceUsage, ...]:
         async with self._transaction(()) as conn:
             now = await read_now(conn, now)

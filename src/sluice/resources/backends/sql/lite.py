@@ -166,6 +166,20 @@ def extend_leases(
     return {row[0] for row in held}
 
 
+def transfer(
+    cur: Cursor, old: str, new: str, names: Sequence[str], now: float, lease: float
+) -> set[str]:
+    """ResourceBackend.transfer, in the caller's write transaction."""
+    moved = cur.execute(
+        "UPDATE resource_holders SET token = ?, lease_expires_at = ?"
+        f" WHERE token = ? AND namespace IN ({_marks(names)}) AND lease_expires_at > ?"
+        " AND NOT EXISTS (SELECT 1 FROM resource_holders AS h"
+        " WHERE h.token = ? AND h.namespace = resource_holders.namespace) RETURNING namespace",
+        (new, now + lease, old, *names, now, new),
+    ).fetchall()
+    return {row[0] for row in moved}
+
+
 def insert_holders(cur: Cursor, request: TimedRequest, claims: Sequence[Claim]) -> None:
     holder, expiry = request.holder, request.now + request.lease
     cur.executemany(

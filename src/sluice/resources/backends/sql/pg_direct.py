@@ -60,6 +60,12 @@ _EXTEND_WAITERS = (
     f"UPDATE resource_waiters SET expires_at = c.t + %s FROM {_CLOCK}"
     " WHERE token = %s AND namespace = ANY(%s::text[]) AND expires_at > c.t"
 )
+_TRANSFER = (
+    f"UPDATE resource_holders AS r SET token = %s, lease_expires_at = c.t + %s FROM {_CLOCK}"
+    " WHERE r.token = %s AND r.namespace = ANY(%s::text[]) AND r.lease_expires_at > c.t"
+    " AND NOT EXISTS (SELECT 1 FROM resource_holders AS h"
+    " WHERE h.token = %s AND h.namespace = r.namespace) RETURNING r.namespace"
+)
 _UPSERT_WAITER = (
     f"INSERT INTO resource_waiters ({', '.join(WAITER_COLUMNS)})"
     f" VALUES ({', '.join(['%s'] * len(WAITER_COLUMNS))})"
@@ -182,6 +188,15 @@ async def extend_leases(
     await conn.execute(_EXTEND_WAITERS, params)
     if not wait:
         return set()
+    return {row[0] for row in await cursor.fetchall()}
+
+
+async def transfer(
+    conn: Conn, old: str, new: str, names: Sequence[str], now: float | None, lease: float
+) -> set[str]:
+    """ResourceBackend.transfer as one statement, on the store's clock when `now` is None.
+    The rows' locks order it against a concurrent reclaim, which re-checks the expiry."""
+    cursor = await conn.execute(_TRANSFER, (new, lease, now, old, list(names), new))
     return {row[0] for row in await cursor.fetchall()}
 
 
