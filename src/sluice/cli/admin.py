@@ -90,7 +90,7 @@ async def engine_command(ctx: click.Context, metrics_port: int | None) -> None:
 
     service = await Sluice.open(state(ctx).settings, role="engine")
     runtime = service.runtime
-    quiet_expected_store_errors(runtime.store.db.health)
+    quiet_expected_store_errors(runtime.store.db.health, runtime.resources.health)
     fatal: StoreGoneError | None = None
 
     def ready() -> None:
@@ -116,8 +116,8 @@ async def close_quietly(service: Sluice, fatal: StoreGoneError | None) -> None:
             raise
 
 
-def quiet_expected_store_errors(health: StoreHealth) -> None:
-    """Log warnings to stderr through a filter that drops tracebacks of connection errors
+def quiet_expected_store_errors(*healths: StoreHealth) -> None:
+    """Log warnings to stderr through filters that drop tracebacks of connection errors
     while the outage is already reported (components outside the engine log their own)."""
     root = logging.getLogger()
     if not root.handlers:
@@ -125,7 +125,8 @@ def quiet_expected_store_errors(health: StoreHealth) -> None:
         stderr.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         root.addHandler(stderr)
     for handler in root.handlers:
-        handler.addFilter(health.log_filter)
+        for health in dict.fromkeys(healths):
+            handler.addFilter(health.log_filter)
 
 
 class Signals:

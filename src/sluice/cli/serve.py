@@ -82,7 +82,7 @@ async def serve_all(
 
     service = await Sluice.open(state(ctx).settings, role="serve")
     runtime = service.runtime
-    quiet_expected_store_errors(runtime.store.db.health)
+    quiet_expected_store_errors(runtime.store.db.health, runtime.resources.health)
     server = None
     fatal = None
     try:

@@ -118,6 +118,8 @@ class Engine:
         self.health = store.db.health
         self.health.gone_timeout = services.config.store_gone_timeout
         self.health.announce = True  # a long-running process: say when the store is lost
+        if self.resources is not None:
+            self.resources.health.announce = True
         self._fatal = asyncio.Event()
         self._fenced = False
         self._renew_now = asyncio.Event()
@@ -311,7 +313,8 @@ class Engine:
                 try:
                     lost = await self.claims.renew(node.record.claims)
                 except SluiceError as exc:
-                    log.warning("renewing the tokens of %s/%s failed: %s", ex.id, node.id, exc)
+                    if not self.health.expected(exc):  # an outage is reported once, elsewhere
+                        log.warning("renewing the tokens of %s/%s failed: %s", ex.id, node.id, exc)
                     answered = False
                     continue
                 if lost and node.record.attempt_started_at is not None:
@@ -334,9 +337,10 @@ class Engine:
                 try:
                     await cache.extend(ex, node)
                 except SluiceError as exc:
-                    log.warning(
-                        "extending the reservation of %s/%s failed: %s", ex.id, node.id, exc
-                    )
+                    if not self.health.expected(exc):  # an outage is reported once, elsewhere
+                        log.warning(
+                            "extending the reservation of %s/%s failed: %s", ex.id, node.id, exc
+                        )
                     answered = False
         if answered:
             self._proved(_RESERVATIONS, sent, renewal[1])

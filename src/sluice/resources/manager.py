@@ -12,20 +12,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
 
 from sluice.cancellation import reraise_cancellation
 from sluice.clock import Clock, store_now
 from sluice.config import ResourcesConfig
-from sluice.errors import InvalidArgumentError, InvalidQuotaError, UnknownNamespaceError
+from sluice.errors import (
+    BackendUnavailableError,
+    InvalidArgumentError,
+    InvalidQuotaError,
+    UnknownNamespaceError,
+)
 from sluice.resources import validation as check
 from sluice.resources.backends import from_url
 from sluice.resources.backends._shared import resolve_quota
-from sluice.resources.backends.base import AllocationRequest, ResourceBackend
+from sluice.resources.backends.base import (
+    AllocationOutcome,
+    AllocationRequest,
+    ResourceBackend,
+)
 from sluice.resources.metrics import ResourceMetrics
 from sluice.resources.models import (
     AllocationResult,
@@ -38,6 +48,7 @@ from sluice.resources.models import (
 from sluice.resources.proxy import PluginHoldings, PluginRegistrar, TaskResourceManager
 from sluice.resources.wakeups import ReadySubscriber, Subscriber, WakeUps
 from sluice.store.database import Database
+from sluice.store.health import StoreHealth
 from sluice.store.notify import Notifier
 
 log = logging.getLogger(__name__)
@@ -56,10 +67,15 @@ class QuotaManager:
         config_quotas: Mapping[str, int] | None = None,
         metrics: CollectorRegistry | None = None,
         sweep_interval: float | None = None,
+        health: StoreHealth | None = None,
     ) -> None:
         if lease <= 0:
             raise InvalidArgumentError(f"resources.lease must be > 0 seconds, got {lease!r}")
         self._backend = backend
+        self.health = health or StoreHealth(type(backend).__name__, noun="resource store")
+        """Outages of the token store: one line when lost, one when back (the store's own
+        health when the tokens live in the store's database)."""
+        backend.health = self.health
         self._clock = clock
         self._max_quota = max_quota
         self._lease = float(lease)
@@ -74,6 +90,9 @@ class QuotaManager:
         self._sweeping: asyncio.Future[None] | None = None
         self._unlisten: Callable[[], None] | None = None
         self._started = False
+        self._quotas_stored = 0
+        """How many times the declared quotas were stored (a restored store counts)."""
+        self._restoring: asyncio.Future[None] | None = None
 
     @classmethod
     def from_config(
@@ -89,6 +108,10 @@ class QuotaManager:
         backend = from_url(
             config.url, key_prefix=config.key_prefix, store_db=store_db, notifier=notifier
         )
+        if config.url is None and store_db is not None:
+            health = store_db.health  # the store's outages are reported there already
+        else:
+            health = StoreHealth(_display(config.url or "memory://"), noun="resource store")
         return cls(
             backend,
             clock=clock,
@@ -96,11 +119,22 @@ class QuotaManager:
             lease=config.lease,
             config_quotas=config.quotas,
             metrics=metrics,
+            health=health,
         )
 
     @property
     def lease(self) -> float:
         return self._lease
+
+    @contextlib.contextmanager
+    def _reported(self) -> Iterator[None]:
+        """Report the token store's outage (once) and its return to `health`."""
+        try:
+            yield
+        except BackendUnavailableError as exc:
+            self.health.lost(exc)
+            raise
+        self.health.ok()
 
     def _store_now(self) -> float | None:
         """The time leases are judged at: None, the store's own clock (clock.store_now)."""
@@ -130,6 +164,7 @@ class QuotaManager:
             await self._backend.set_quotas("plugin", dict(self._plugin_quotas), now)
         if self._config_quotas:
             await self._backend.set_quotas("config", self._config_quotas, now)
+        self._quotas_stored += 1
 
     async def close(self) -> None:
         if self._sweeper is not None:
@@ -206,7 +241,7 @@ class QuotaManager:
             waiting=self._wakeups.waiting(token),
         )
         await self._settle()
-        outcome = await self._backend.allocate(request)
+        outcome = await self._allocate(request)
         self._metrics.allocated(request, outcome)
         if outcome.result.granted:
             self._wakeups.settled(request.token)
@@ -214,6 +249,28 @@ class QuotaManager:
             self._wakeups.refused(request.token, self._clock.now() + self._lease)
         self._wakeups.wake(outcome.reclaimed)
         return outcome.result
+
+    async def _allocate(self, request: AllocationRequest) -> AllocationOutcome:
+        """The backend's allocation. A namespace it does not know although this process
+        declares its quota (a token store restarted empty, or flushed) gets the declared
+        quotas stored again (once for all the claims that found them missing), and the
+        claim is asked once more."""
+        stored = self._quotas_stored
+        try:
+            with self._reported():
+                return await self._backend.allocate(request)
+        except UnknownNamespaceError:
+            declared = {**self._plugin_quotas, **self._config_quotas}
+            if not any(c.namespace in declared for c in request.claims):
+                raise
+        if stored == self._quotas_stored:  # nobody stored them since this claim was sent
+            if self._restoring is None or self._restoring.done():
+                log.warning("the resource store forgot the declared quotas; storing them again")
+                self._restoring = asyncio.ensure_future(self._store_quotas())
+            with self._reported():
+                await asyncio.shield(self._restoring)
+        with self._reported():
+            return await self._backend.allocate(request)
 
     async def check_fits(self, claims: Sequence[Claim]) -> None:
         """Raise ClaimExceedsQuotaError (an InputError) if a claim needs more units than its
@@ -228,7 +285,8 @@ class QuotaManager:
     async def release(self, token: str, namespaces: Sequence[str]) -> None:
         """Give back the token's units (or stop waiting) there; unknown tokens are a no-op."""
         names = check.check_namespaces(namespaces)
-        usage = await self._backend.release(check.check_token(token), names, self._store_now())
+        with self._reported():
+            usage = await self._backend.release(check.check_token(token), names, self._store_now())
         self._wakeups.settled(token)
         self._metrics.observe(usage)
         self._wakeups.ready(usage)
@@ -238,9 +296,10 @@ class QuotaManager:
         live grant. A lapsed or reclaimed lease is not revived and a waiter entry never
         counts: a namespace missing from the answer is lost to the caller."""
         names = check.check_namespaces(namespaces)
-        return await self._backend.renew(
-            check.check_token(token), names, self._store_now(), self._lease
-        )
+        with self._reported():
+            return await self._backend.renew(
+                check.check_token(token), names, self._store_now(), self._lease
+            )
 
     async def transfer(self, old: str, new: str, namespaces: Sequence[str]) -> frozenset[str]:
         """Hand `old`'s live grants there to `new` (the same holder in a later ownership
@@ -248,11 +307,13 @@ class QuotaManager:
         the earlier epoch still sends in `old`'s name then touches nothing (fencing)."""
         names = check.check_namespaces(namespaces)
         old, new = check.check_token(old), check.check_token(new)
-        return await self._backend.transfer(old, new, names, self._store_now(), self._lease)
+        with self._reported():
+            return await self._backend.transfer(old, new, names, self._store_now(), self._lease)
 
     async def sweep(self) -> tuple[str, ...]:
         """Reclaim lapsed leases and waiters everywhere now; returns the namespaces touched."""
-        usage = await self._backend.sweep(self._store_now())
+        with self._reported():
+            usage = await self._backend.sweep(self._store_now())
         self._metrics.observe(usage)
         self._wakeups.ready(usage)
         self._wakeups.forget_lapsed(self._clock.now())  # this process's own hints
@@ -314,9 +375,12 @@ class QuotaManager:
     async def _sweep_once(self) -> None:
         try:
             await self.sweep()
-        except Exception:
+        except Exception as exc:
             reraise_cancellation()
-            log.warning("resource sweep failed; retrying next interval", exc_info=True)
+            if self.health.expected(exc):
+                self.health.lost(exc)  # one line per outage
+            else:
+                log.warning("resource sweep failed; retrying next interval", exc_info=True)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -326,3 +390,12 @@ class QuotaManager:
     async def _settle(self) -> None:
         if self._pending:
             await asyncio.gather(*self._pending)
+
+
+def _display(url: str) -> str:
+    """`url` without its password, for log lines."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return parts._replace(netloc=netloc).geturl()

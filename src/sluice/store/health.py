@@ -1,4 +1,5 @@
-"""One process's view of its database connection: up, lost, or gone.
+"""One process's view of a store it depends on (its database, or a resource store such as
+Redis): up, lost, or gone.
 
 Rules:
 - A lost connection is reported ONCE: one warning line when the first operation fails
@@ -18,20 +19,27 @@ import logging
 import time
 from collections.abc import Callable
 
-from sluice.errors import StoreGoneError, StoreUnavailableError
+from sluice.errors import BackendUnavailableError, StoreGoneError, StoreUnavailableError
 
 log = logging.getLogger(__name__)
-_CONNECTION_ERRORS = (StoreUnavailableError, ConnectionError, TimeoutError)
+_CONNECTION_ERRORS = (StoreUnavailableError, BackendUnavailableError, ConnectionError, TimeoutError)
 
 
 class StoreHealth:
-    def __init__(self, display: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        display: str,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        noun: str = "database",
+    ) -> None:
         self.display = display
+        self.noun = noun
         self.gone_timeout = 30.0
         self._clock = clock
         self.down_since: float | None = None
         self.gone_since: float | None = None
-        self.last_error: StoreUnavailableError | None = None
+        self.last_error: Exception | None = None
         self.fatal: StoreGoneError | None = None
         self.outages = 0
         self.announce = False
@@ -41,15 +49,15 @@ class StoreHealth:
     def down(self) -> bool:
         return self.down_since is not None
 
-    def lost(self, error: StoreUnavailableError) -> None:
-        """An operation could not reach the database; the first of an outage logs a line."""
+    def lost(self, error: Exception) -> None:
+        """An operation could not reach the store; the first of an outage logs a line."""
         now = self._clock()
         self.last_error = error
         if self.down_since is None:
             self.down_since = now
             self.outages += 1
             if self.announce:
-                log.warning("lost the database %s: %s; retrying", self.display, error)
+                log.warning("lost the %s %s: %s; retrying", self.noun, self.display, error)
         if isinstance(error, StoreGoneError):
             if self.gone_since is None:
                 self.gone_since = now
@@ -71,7 +79,7 @@ class StoreHealth:
             return
         if self.announce:
             outage = self._clock() - self.down_since
-            log.warning("the database %s is back after %.1fs", self.display, outage)
+            log.warning("the %s %s is back after %.1fs", self.noun, self.display, outage)
         self.down_since = self.gone_since = self.last_error = None
 
     def expected(self, error: BaseException) -> bool:

@@ -25,6 +25,7 @@ from sluice.resources.models import (
     NamespaceSnapshot,
     QuotaSource,
 )
+from sluice.store.health import StoreHealth
 
 WakeCallback = Callable[[str, tuple[str, ...] | None], None]
 """callback(namespace, ready): room may have appeared in `namespace`; `ready` lists the
@@ -97,6 +98,10 @@ class AllocationOutcome:
 
 class ResourceBackend(abc.ABC):
     """Atomic token bookkeeping for the resource manager."""
+
+    health: StoreHealth | None = None
+    """Where the manager reports this backend's outages (one line lost, one line back); a
+    backend that notices a failure on its own (a lost wake-up channel) reports it there."""
 
     async def open(self) -> None:  # noqa: B027 - optional hook
         """Connect; called once before any other method."""

@@ -417,7 +417,10 @@ class RedisBackend(ResourceBackend):
                 raise
             except Exception as exc:
                 reraise_cancellation()
-                log.warning("resource wake-ups from redis interrupted: %s", exc)
+                if self.health is not None:  # one line per outage, with the commands'
+                    self.health.lost(BackendUnavailableError(f"wake-ups interrupted: {exc}"))
+                else:
+                    log.warning("resource wake-ups from redis interrupted: %s", exc)
                 await asyncio.sleep(_RETRY_PAUSE)
 
     async def _receive(self) -> None:
