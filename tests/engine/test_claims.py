@@ -96,11 +96,12 @@ def test_engine_tokens_are_composed_like_every_stored_token() -> None:
     from sluice.engine.claims import ClaimsGate
     from sluice.resources import Holder, compose_token
 
-    def token(project: str, domain: str, execution: str, node: str) -> str:
-        ex = SimpleNamespace(record=SimpleNamespace(project=project, domain=domain, id=execution))
-        return ClaimsGate.token(ex, SimpleNamespace(id=node))  # type: ignore[arg-type]
+    def token(project: str, domain: str, execution: str, node: str, epoch: int = 1) -> str:
+        record = SimpleNamespace(project=project, domain=domain, id=execution, owner_epoch=epoch)
+        return ClaimsGate.token(SimpleNamespace(record=record), SimpleNamespace(id=node))  # type: ignore[arg-type]
 
-    assert token("p", "d", "x1", "n0") == "ex:p:d:x1-n0"
+    assert token("p", "d", "x1", "n0") == "ex:p:d:x1-n0@1"
+    assert token("p", "d", "x1", "n0", epoch=2) == "ex:p:d:x1-n0@2"  # a new owner's name
     assert token("a:b", "c", "x", "n") != token("a", "b:c", "x", "n")
     assert token("p", "d", "x-a", "n") != token("p", "d", "x", "a-n")
-    assert token("p", "d", "x1", "n0") == compose_token(Holder("p", "d", "x1", "n0"), "n0")
+    assert token("p", "d", "x1", "n0") == compose_token(Holder("p", "d", "x1", "n0"), "n0") + "@1"

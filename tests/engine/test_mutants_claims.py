@@ -16,7 +16,7 @@ from sluice.resources import AllocationResult, AllocationStatus, Claim, Holder
 from sluice.spec.models import Claims, LockSpec, Quota, TaskMetadata, TaskSpec
 from sluice.store.records import NodeRecord
 
-TOKEN = "ex:proj:dev:ex1-n1"
+TOKEN = "ex:proj:dev:ex1-n1@1"
 
 
 @dataclass
@@ -28,6 +28,7 @@ class FakeManager:
     allocated: list[tuple[str, list[Claim], Holder]] = field(default_factory=list)
     released: list[tuple[str, list[str]]] = field(default_factory=list)
     renewed: list[tuple[str, list[str]]] = field(default_factory=list)
+    transferred: list[tuple[str, str, list[str]]] = field(default_factory=list)
     fail_release: bool = False
 
     async def allocate(self, token: str, claims: list[Claim], holder: Holder) -> AllocationResult:
@@ -45,6 +46,12 @@ class FakeManager:
         self.renewed.append((token, list(namespaces)))
         return self.holding.get(token, frozenset())
 
+    async def transfer(self, old: str, new: str, namespaces: list[str]) -> frozenset[str]:
+        moved = self.holding.pop(old, frozenset()) & frozenset(namespaces)
+        self.holding[new] = self.holding.get(new, frozenset()) | moved
+        self.transferred.append((old, new, sorted(moved)))
+        return moved
+
 
 @dataclass
 class FakeNode:
@@ -60,7 +67,9 @@ class FakeNode:
 @dataclass
 class FakeExecution:
     record: Any = field(
-        default_factory=lambda: SimpleNamespace(project="proj", domain="dev", id="ex1")
+        default_factory=lambda: SimpleNamespace(
+            project="proj", domain="dev", id="ex1", owner_epoch=1
+        )
     )
     events: list[Any] = field(default_factory=list)
     changed: int = 0
@@ -174,11 +183,11 @@ async def test_release_gives_back_the_claim_and_plugin_tokens_and_withdraws_plug
     n.record.claims = {
         "token": TOKEN,
         "namespaces": ["gpu"],
-        "plugin_tokens": [["pool", "p1"]],
+        "plugin_tokens": [["pool", "p1@1"]],
         "plugin_waits": [["pool", "p2"]],
     }
     await claims.release(ex, n)  # type: ignore[arg-type]
-    assert manager.released == [(TOKEN, ["gpu"]), ("p1", ["pool"]), ("p2", ["pool"])]
+    assert manager.released == [(TOKEN, ["gpu"]), ("p1@1", ["pool"]), ("p2", ["pool"])]
     assert n.record.claims is None
     assert ex.changed == 1
     [event] = ex.events
@@ -203,28 +212,28 @@ async def test_release_of_a_node_without_claims_asks_nothing() -> None:
 
 
 async def test_renew_names_every_namespace_no_longer_held() -> None:
-    manager = FakeManager(holding={TOKEN: frozenset({"gpu"}), "p1": frozenset()})
+    manager = FakeManager(holding={TOKEN: frozenset({"gpu"}), "p1@1": frozenset()})
     claims, _ = gate(manager)
-    held = {"token": TOKEN, "namespaces": ["gpu", "lock:db"], "plugin_tokens": [["pool", "p1"]]}
-    assert await claims.renew(held) == ["lock:db (ex:proj:dev:ex1-n1)", "pool (p1)"]
-    assert manager.renewed == [(TOKEN, ["gpu", "lock:db"]), ("p1", ["pool"])]
+    held = {"token": TOKEN, "namespaces": ["gpu", "lock:db"], "plugin_tokens": [["pool", "p1@1"]]}
+    assert await claims.renew(held) == ["lock:db (ex:proj:dev:ex1-n1@1)", "pool (p1@1)"]
+    assert manager.renewed == [(TOKEN, ["gpu", "lock:db"]), ("p1@1", ["pool"])]
 
 
 async def test_reverify_allocates_again_and_renews_plugin_tokens() -> None:
-    manager = FakeManager(holding={"p1": frozenset({"pool"})})
+    manager = FakeManager(holding={"p1@1": frozenset({"pool"})})
     claims, _ = gate(manager)
     ex, n = FakeExecution(), node(Quota("gpu"))
-    n.record.claims = {"plugin_tokens": [["pool", "p1"]]}
+    n.record.claims = {"plugin_tokens": [["pool", "p1@1"]]}
     assert await claims.reverify(ex, n) is None  # type: ignore[arg-type]
     assert [a[0] for a in manager.allocated] == [TOKEN]
     assert manager.allocated[0][2] == Holder("proj", "dev", "ex1", "n1", 0)
     assert n.record.claims == {
-        "plugin_tokens": [["pool", "p1"]],
+        "plugin_tokens": [["pool", "p1@1"]],
         "token": TOKEN,
         "namespaces": ["gpu"],
     }
     assert ex.changed == 1
-    assert manager.renewed == [("p1", ["pool"])]
+    assert manager.renewed == [("p1@1", ["pool"])]
 
 
 async def test_reverify_says_why_when_something_is_lost() -> None:
@@ -237,9 +246,9 @@ async def test_reverify_says_why_when_something_is_lost() -> None:
     assert why == "its claim cannot be granted any more: gone"
     claims, _ = gate(FakeManager())
     lost = node()
-    lost.record.claims = {"plugin_tokens": [["pool", "p1"]]}
+    lost.record.claims = {"plugin_tokens": [["pool", "p1@1"]]}
     why = await claims.reverify(FakeExecution(), lost)  # type: ignore[arg-type]
-    assert why == "its plugin's token p1 no longer holds pool"
+    assert why == "its plugin's token p1@1 no longer holds pool"
 
 
 async def test_reverify_of_a_node_loaded_after_a_crash_claims_its_locks_again() -> None:
@@ -290,3 +299,23 @@ async def test_release_withdraws_the_quotas_when_lock_names_cannot_be_computed()
     claims, _ = gate(manager)
     await claims.release(FakeExecution(), _locked_node({}))  # type: ignore[arg-type]
     assert manager.released == [(TOKEN, ["gpu"])]
+
+
+async def test_reverify_takes_over_the_tokens_of_an_earlier_ownership_epoch() -> None:
+    """A takeover is a new epoch: the claim's and the plugin's tokens recorded under the
+    earlier epoch's names are transferred (keeping their room) before the claim is asked
+    again, and what could not be taken over is given back."""
+    old_token = TOKEN.replace("@1", "@0")
+    manager = FakeManager(holding={old_token: frozenset({"gpu"}), "p1@0": frozenset()})
+    claims, _ = gate(manager)
+    ex, n = FakeExecution(), node(Quota("gpu"))
+    n.record.claims = {
+        "token": old_token,
+        "namespaces": ["gpu"],
+        "plugin_tokens": [["pool", "p1@0"]],
+    }
+    assert await claims.reverify(ex, n) is None  # type: ignore[arg-type]
+    assert manager.transferred == [(old_token, TOKEN, ["gpu"]), ("p1@0", "p1@1", [])]
+    assert manager.released == [("p1@0", ["pool"])]  # lapsed meanwhile: given back
+    assert n.record.claims["token"] == TOKEN
+    assert n.record.claims.get("plugin_tokens", []) == []

@@ -570,7 +570,7 @@ class Engine:
         over unfinished (the next engine starts them again)."""
         self.s.launching = False
         running = self.running_attempts()
-        log.warning(
+        log.info(
             "engine %s draining: %d attempts running, stopping in at most %.0fs"
             " (a second signal stops at once)",
             self.engine_id,
@@ -593,7 +593,7 @@ class Engine:
                 if abandon is not None:
                     abandon(ex.id)
             await self.ownership.release(ex.id)
-        log.warning(
+        log.info(
             "engine %s drained: %d executions handed over, %d attempts unfinished",
             self.engine_id,
             len(self._executions),
