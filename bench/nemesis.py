@@ -17,10 +17,9 @@ quota-1 body, past every lease) and reports what the history checker found:
 - `thaw_overlaps` and `thaw_overlap_max_s`: overlaps inside the 0.5 s after a thaw, the
   window no lease closes (not violations);
 - `takeover` (pause, partition, slow): of the executions the victim owned at the fault
-  (`owned`), how many the other engine acted on while the fault lasted (`taken`), and the
-  seconds from the fault's start to its first event on each (first, median, last), beside
-  the execution lease (`lease_s`): a takeover before the lease lapsed took over a live
-  engine's work.
+  (`owned`), how many another engine claimed while the fault lasted (`taken`: the owner in
+  the store, polled every 0.1 s), and the seconds from the fault's start to each claim
+  (first, median, last), beside the execution lease (`lease_s`).
 
 PostgreSQL (a database created per line and dropped) and Redis (a key prefix, deleted) are
 skipped when unreachable; the skew, partition and slow nemeses need root (network and UTS

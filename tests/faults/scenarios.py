@@ -9,7 +9,7 @@ runs.
 Names: `pause` (the victim's engine alone SIGSTOPped, its workers run on), `pause-workers`
 (engine and workers frozen, as a whole machine), `skew+90` / `skew-90` (the second engine's
 clock ahead or behind, each engine its own hostname), `partition` (the victim's link down),
-`slow` (every chunk of the victim's store traffic 0.3 s late each way); each fault lasts 6 s,
+`slow` (every chunk of the victim's store traffic 1 s late each way); each fault lasts 6 s,
 longer than every lease (tokens 3 s, executions 4.5 s, reservations 3 s). Controls, which
 must pass on any code: `pause-short` and `partition-short` (0.5 s, shorter than the leases)
 and `skew0` (hostnames and namespaces, no skew).
@@ -18,6 +18,7 @@ and `skew0` (hostnames and namespaces, no skew).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -30,13 +31,12 @@ from faults.harness import config, records, runtime
 from faults.history import Report, read_history
 from sluice.modules import load_module
 from sluice.runtime import Runtime
-from sluice.store.records import EventRecord
 
 WORKLOAD = Path(__file__).resolve().parent / "nemesis_workload.py"
 EXECUTIONS = 8
 FAULT = 6.0  # seconds: past every lease
 SHORT = 0.5  # seconds: within every lease
-DELAY = 0.3  # seconds each chunk of a slowed engine's traffic waits, each way
+DELAY = 1.0  # seconds each chunk of a slowed engine's traffic waits, each way
 
 
 def flows() -> Any:
@@ -150,17 +150,27 @@ async def owned_by(rt: Runtime, ids: list[str], instance: str) -> list[str]:
     return [i for i, r in found.items() if r.owner == instance and not r.phase.is_terminal]
 
 
+async def watch_owners(
+    rt: Runtime, owned: list[str], instance: str, stop: asyncio.Event
+) -> dict[str, float]:
+    """When (test's clock) each execution `instance` owned was first seen owned by another
+    engine in the store, polled every 0.1 s until `stop`."""
+    taken: dict[str, float] = {}
+    while not stop.is_set():
+        for ex, record in (await records(rt, owned)).items():
+            if ex not in taken and record.owner not in (None, instance):
+                taken[ex] = time.time()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.1)
+    return taken
+
+
 def takeover_times(
-    events: list[EventRecord], owned: list[str], start: float, end: float, lease: float
+    taken: dict[str, float], owned: list[str], start: float, lease: float
 ) -> dict[str, Any]:
-    """Seconds from the fault's start to the first event of each execution the victim owned,
-    written while the victim was frozen or cut off (so by another engine)."""
-    firsts = []
-    for ex in owned:
-        times = [e.occurred_at for e in events if e.execution_id == ex]
-        times = [t for t in times if start < t < end]
-        if times:
-            firsts.append(min(times) - start)
+    """Seconds from the fault's start to another engine's claim of each execution the victim
+    owned, while the fault lasted."""
+    firsts = [taken[ex] - start for ex in owned if ex in taken]
     out: dict[str, Any] = {"owned": len(owned), "taken": len(firsts), "lease_s": lease}
     if firsts:
         out |= {
@@ -194,16 +204,21 @@ async def run(
             )
             victim = found or cluster.slots[0]
             owned = await owned_by(rt, ids, cluster.engines.instances[victim.pid])
+            stop = asyncio.Event()
+            watch = asyncio.create_task(
+                watch_owners(rt, owned, cluster.engines.instances[victim.pid], stop)
+            )
             start = time.time()
             await scenario.act(cluster, victim)
-            end = time.time()
+            stop.set()
+            taken = await watch
             await asyncio.sleep(0.5)
             hold.unlink()
             report = await cluster.verdict(rt, ids, within=90)
     lease = float(cfg["engine"]["execution_lease"])
     outcome = Outcome(name, backend, report, seconds=time.monotonic() - began)
     if scenario.takeover:
-        outcome.takeover = takeover_times(cluster.events, owned, start, end, lease)
+        outcome.takeover = takeover_times(taken, owned, start, lease)
     return outcome
 
 
