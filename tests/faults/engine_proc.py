@@ -6,13 +6,19 @@ Opens a runtime with the settings CONFIG_JSON describes (harness.settings), load
 plugin, and drives executions until SIGTERM. With POINT it first installs a hook that
 SIGKILLs this process the N-th time it reaches that named crash point (sluice.faults): the
 hook lives in this process only, nothing is read from the environment.
+
+With NEMESIS_HOSTNAME set (hosts.py), it first takes that hostname: it must be in a UTS
+namespace other than its starter's (NEMESIS_PARENT_UTS, made by `unshare --uts`), or it
+refuses rather than rename the machine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -40,7 +46,17 @@ async def serve(url: str, config: dict[str, dict[str, object]]) -> None:
         await rt.close()
 
 
+def own_hostname() -> None:
+    name = os.environ.get("NEMESIS_HOSTNAME")
+    if not name:
+        return
+    if os.readlink("/proc/self/ns/uts") == os.environ.get("NEMESIS_PARENT_UTS"):
+        raise SystemExit("NEMESIS_HOSTNAME set outside a UTS namespace of its own: refused")
+    socket.sethostname(name)
+
+
 def main() -> None:
+    own_hostname()
     url, config, *crash = sys.argv[1:]
     if crash:
         faults.install(faults.KillAt.parse(crash[0]))

@@ -1,5 +1,10 @@
-"""The fault-injection harness: engine processes (engine_proc.py) started, SIGKILLed and
-restarted, every death timed, and the store read back for the history checker."""
+"""The fault-injection harness: engine processes (engine_proc.py) started, SIGKILLed,
+paused (SIGSTOP/SIGCONT, alone or with their workers) and restarted, every death and pause
+timed, and the store read back for the history checker.
+
+Each engine is the leader of a process group of its own (a new session): its worker processes
+share the group, so `os.killpg` freezes the engine with its workers, as a paused machine or
+container is frozen, while `os.kill` freezes the engine alone."""
 
 from __future__ import annotations
 
@@ -19,7 +24,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from faults.history import Report, build_bodies, check_history, check_store, read_history
+from faults.history import (
+    Report,
+    Window,
+    build_bodies,
+    check_history,
+    check_store,
+    read_history,
+)
+from faults.hosts import Host
 from sluice.config import Settings, load_config
 from sluice.runtime import Runtime
 from sluice.sdk.loader import load_module
@@ -75,32 +88,42 @@ class Engines:
         self.url, self.logs, self.cfg = url, logs, cfg
         self.procs: list[subprocess.Popen[str]] = []
         self.deaths: dict[int, float] = {}
+        self.hosts: dict[int, Host] = {}
+        self.instances: dict[int, str] = {}  # its engine id in the store, by pid
+        self.windows: list[Window] = []  # pauses: [SIGSTOP sent, SIGCONT sent] by pid
+        self._paused: dict[int, Window] = {}
         self.kills = 0
         self._lock = threading.Lock()
 
-    def start(self, crash: str | None = None) -> subprocess.Popen[str]:
+    def start(self, crash: str | None = None, host: Host | None = None) -> subprocess.Popen[str]:
         """Start an engine and wait until it drives executions. Blocking: an async test calls
         it through asyncio.to_thread, never on its event loop (its runtime may be inside a
         SQLite write transaction that the new engine's open then waits for)."""
-        proc = self._spawn(crash)
+        proc = self._spawn(crash, host or Host())
         if not self.wait_ready(proc):
             log = (self.logs / f"engine-{len(self.procs) - 1}.log").read_text()
             raise AssertionError(f"engine {proc.pid} did not start:\n{log[-3000:]}")
         return proc
 
-    def _spawn(self, crash: str | None) -> subprocess.Popen[str]:
+    def _spawn(self, crash: str | None, host: Host) -> subprocess.Popen[str]:
         self.logs.mkdir(parents=True, exist_ok=True)
         log = (self.logs / f"engine-{len(self.procs)}.log").open("w")
+        url, cfg = host.store_url or self.url, host.config(self.cfg)
         proc = subprocess.Popen(
-            [sys.executable, str(ENGINE_PROC), self.url, json.dumps(self.cfg)]
-            + ([crash] if crash else []),
+            host.argv(
+                [sys.executable, str(ENGINE_PROC), url, json.dumps(cfg)]
+                + ([crash] if crash else [])
+            ),
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
-            env=dict(os.environ),
+            env=host.environ(os.environ),
+            cwd=self.logs,  # a PostgreSQL engine keeps task logs under ./.sluice
+            start_new_session=True,  # its own process group, with its workers
         )
         log.close()
         self.procs.append(proc)
+        self.hosts[proc.pid] = host
         threading.Thread(target=self._reap, args=(proc,), daemon=True).start()
         return proc
 
@@ -114,7 +137,9 @@ class Engines:
             proc.wait(30)
             log = (self.logs / f"engine-{self.procs.index(proc)}.log").read_text()
             raise AssertionError(f"engine {proc.pid} hung at start:\n{log[-3000:]}")
-        if proc.stdout.readline().startswith("ready"):
+        line = proc.stdout.readline()
+        if line.startswith("ready"):
+            self.instances[proc.pid] = line.split()[1]
             return True
         proc.wait(30)
         return False
@@ -125,12 +150,16 @@ class Engines:
             self.deaths.setdefault(proc.pid, time.time())
 
     def kill(self, proc: subprocess.Popen[str]) -> None:
-        """SIGKILL, then wait until it is gone (its bodies die with it)."""
+        """SIGKILL, then wait until it is gone (its bodies die with it, even stopped ones)."""
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
         with self._lock:
             self.deaths.setdefault(proc.pid, time.time())
         self.kills += 1
+        window = self._paused.pop(proc.pid, None)
+        if window is not None:
+            window.end = self.deaths[proc.pid]
+            self.windows.append(window)
 
     async def crashed(self, proc: subprocess.Popen[str], within: float = 60) -> None:
         """Wait for `proc` to kill itself at its crash point."""
@@ -148,7 +177,31 @@ class Engines:
             if p.returncode == -signal.SIGKILL and p.pid in self.deaths
         }
 
+    def pause(self, proc: subprocess.Popen[str], with_workers: bool) -> None:
+        """SIGSTOP the engine alone (its workers run on) or its whole process group."""
+        if with_workers:
+            os.killpg(proc.pid, signal.SIGSTOP)
+        else:
+            proc.send_signal(signal.SIGSTOP)
+        kind = "pause with workers" if with_workers else "pause"
+        self._paused[proc.pid] = Window(kind, frozenset({proc.pid}), time.time())
+
+    def resume(self, proc: subprocess.Popen[str]) -> None:
+        window = self._paused.pop(proc.pid)
+        window.end = time.time()
+        self.windows.append(window)
+        if window.kind == "pause with workers":
+            os.killpg(proc.pid, signal.SIGCONT)
+        else:
+            proc.send_signal(signal.SIGCONT)
+
+    def paused(self, proc: subprocess.Popen[str]) -> bool:
+        return proc.pid in self._paused
+
     def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None and proc.pid in self._paused:
+                self.resume(proc)  # a stopped process cannot act on SIGTERM
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -158,6 +211,8 @@ class Engines:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(30)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # a worker its engine left behind
 
     def live(self) -> list[subprocess.Popen[str]]:
         return [p for p in self.procs if p.poll() is None]
