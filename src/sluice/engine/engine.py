@@ -213,6 +213,7 @@ class Engine:
         self._drop(ex)
 
     def _drop(self, ex: ExecutionState) -> None:
+        ex.dropped = True
         self._executions.pop(ex.id, None)
         for node in ex.nodes.values():
             if node.admitted or node.queued:

@@ -28,6 +28,7 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from sluice.engine import lifecycle
@@ -65,7 +66,7 @@ class TaskHandler:
         self.plugins = PluginInvoker(services, scheduling)
 
     async def step(self, ex: ExecutionState, node: NodeState) -> None:
-        if self._fenced(ex, node):
+        if await self._fenced(ex, node):
             return
         rec = node.record
         now = self.s.clock.now()
@@ -94,7 +95,7 @@ class TaskHandler:
             await self._time_out(ex, node)
             return
         await self._heartbeat(ex, node)
-        if self._fenced(ex, node):  # checked again right before the plugin acts
+        if await self._fenced(ex, node):  # checked again right before the plugin acts
             return
         info = await self.plugins.handle(ex, node)
         if launching:
@@ -107,9 +108,16 @@ class TaskHandler:
         assert isinstance(info, PhaseInfo)
         await self.apply(ex, node, info)
 
-    def _fenced(self, ex: ExecutionState, node: NodeState) -> bool:
+    async def _fenced(self, ex: ExecutionState, node: NodeState) -> bool:
         """True when the engine cannot show its leases alive (sluice/fencing.py): the node
-        does nothing now and is stepped again once the leases are re-verified."""
+        does nothing now and is stepped again once the leases are re-verified. Also true, for
+        good, for an execution the engine dropped (taken over) while this step waited on the
+        store: what the step was granted meanwhile, under this ownership's names, is given
+        back (the new owner holds its own)."""
+        if ex.dropped:
+            with contextlib.suppress(SluiceError):
+                await self.claims.release(ex, node)
+            return True
         if self.s.fence.live():
             return False
         self.s.fence.defer(ex.id, node.id)

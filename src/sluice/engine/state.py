@@ -71,6 +71,9 @@ class ExecutionState:
     events: list[EventRecord] = field(default_factory=list)
     execution_changed: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    dropped: bool = False
+    """The engine no longer drives it (it ended, or another engine took it over): work still
+    in flight for it (a step waiting on the store through a partition) must not launch."""
     _ended_prefix: int = field(default=0, init=False, repr=False)
     """How many nodes, in `nodes` order, are known terminal from the first on: a node's terminal
     phase is final and nodes are only ever added, so all_terminal resumes its scan there."""
