@@ -250,6 +250,21 @@ async def test_a_multi_namespace_claim_blocked_only_by_room_in_one_namespace_get
     assert (await manager.allocate("both", both, ALICE)).granted
 
 
+async def test_a_waiter_that_another_namespace_blocks_since_stops_holding_room_at_its_next_ask(
+    managers: Managers, clock: FakeClock
+) -> None:
+    manager = await managers(config_quotas={"a": 1, "b": 2})
+    await hold(manager, "b", "b-owner")
+    both = [Claim("a"), Claim("b", units=2)]
+    assert not (await manager.allocate("both", both, ALICE)).granted  # blocked by b alone
+    clock.advance(1)
+    assert (await manager.allocate("a-taker", on("a"), ALICE)).granted
+
+    assert not (await manager.allocate("both", both, ALICE)).granted  # now by a too
+
+    assert (await manager.allocate("only-b", on("b"), ALICE)).granted
+
+
 @pytest.mark.parametrize(
     "caps",
     [ResourceConstraintsSpec(project_scope=2), ResourceConstraintsSpec(namespace_scope=2)],
