@@ -12,7 +12,9 @@ engine). Per backend, over the rounds (p50/max):
 - `wait_s`: seconds from the 4-unit claim's first refusal to its grant;
 - `wait_turnovers`: the same in hold times (`wait_s / hold`), as the issue counts them;
 - `grants_to_others`: grants to the 1-unit claimers in that time, and `grant_turnovers`, the
-  same over the quota (one turnover: every unit changed hands once);
+  same over the quota (one turnover: every unit changed hands once). A grant is counted when
+  its claimer sees it, so one made just before the first refusal may count (+1 at most per
+  claimer whose answer was in flight);
 - `starved`: rounds where it was not granted within `--cap` seconds (counted at the cap).
 
 PostgreSQL at 127.0.0.1:5432 (a database created for the run and dropped) and Redis at

@@ -379,7 +379,7 @@ async def test_a_multi_unit_claim_blocked_elsewhere_or_by_its_cap_leaves_no_room
     await stream.start(claimers=8)
     assert not (await manager.allocate("big", claim, foo)).granted
 
-    for _ in range(3 * free):  # three turnovers, the claim asking again after each release
+    for _ in range(2 * free):  # two turnovers, the claim asking again after each release
         await stream.step()
         assert not (await manager.allocate("big", claim, foo)).granted
         [snapshot] = await manager.describe("hive")
