@@ -15,8 +15,8 @@ waiters ranked ahead of it set room aside, oldest first, but only those that cou
   set aside, and no other namespace of its claim refused it at its last ask, see
   `Ask.blocked_elsewhere`) sets aside its units in the global pool whether or not they fit
   yet, and in its project and project/domain where they fit: it takes them as soon as they
-  are all free. So room freeing goes to it, and no newcomer is granted ahead of it: it waits
-  only for the holders and the older waiters of its first refusal, about one turnover;
+  are all free. So room freeing goes to it, and a later claim gets only room it does not
+  need: it waits for the holders and older waiters of its first refusal, about one turnover;
 - one that another namespace of its claim refused at its last ask sets room aside here only
   if it could take it now: it was refused here too (so the room it waited for here may have
   freed with the other's, as when one holder releases both) and fits now, in full. Otherwise

@@ -156,7 +156,7 @@ for i, c in ipairs(claims) do
     count_units(c.ns, holder.p, holder.d, c.u)
   else
     local scope = verdicts[i] and verdicts[i].scope or 'other'
-    if scope ~= 'other' then  -- store_scope: mark a refusal by another namespace too
+    if scope ~= 'other' then  -- WaiterRecord.stored_scope: another namespace refused it too
       for j in pairs(verdicts) do
         if j ~= i then scope = scope .. ALSO_ELSEWHERE break end
       end
