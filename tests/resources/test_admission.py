@@ -64,20 +64,41 @@ def test_next_in_line_is_in_rank_order() -> None:
     assert next_in_line(5, Usage(), [late, early], 3.0) == ("z-early", "a-late")
 
 
-def ask(token: str, units: int = 1, since: float = 1.0, elsewhere: bool = False) -> Ask:
-    return Ask(token, "foo", "dev", units, None, None, 0, since, elsewhere)
+def ask(
+    token: str, units: int = 1, since: float = 1.0, elsewhere: bool = False, here: bool = True
+) -> Ask:
+    return Ask(token, "foo", "dev", units, None, None, 0, since, elsewhere, here)
 
 
-def test_a_waiter_that_cannot_take_the_room_now_sets_none_aside_until_overdue() -> None:
+def test_a_waiter_blocked_by_another_namespace_sets_none_aside_until_overdue() -> None:
     usage = Usage()
     usage.add("foo", "dev", 1)
-    too_big, elsewhere = ask("big", units=2), ask("multi", elsewhere=True)
     newcomer = ask("new", since=5.0)
+    fitted_here = ask("fitted-here", elsewhere=True, here=False)
+    too_big_now = ask("refused-here-too", units=2, elsewhere=True)
 
-    for waiter in (too_big, elsewhere):
+    for waiter in (fitted_here, too_big_now):
         assert not admit(2, usage, [waiter], newcomer, now=5.0).scope
         overdue = admit(2, usage, [waiter], newcomer, now=1.0 + STARVATION_BOUND)
         assert (overdue.scope, overdue.position) == ("global", 2)
+
+
+def test_a_waiter_refused_here_and_elsewhere_sets_room_aside_when_it_could_take_it_now() -> None:
+    usage = Usage()
+    usage.add("foo", "dev", 1)
+
+    verdict = admit(2, usage, [ask("both", elsewhere=True)], ask("new", since=5.0), now=5.0)
+
+    assert (verdict.scope, verdict.position) == ("global", 2)
+
+
+def test_a_waiter_blocked_only_by_room_here_sets_its_units_aside_before_they_fit() -> None:
+    usage = Usage()
+    usage.add("foo", "dev", 1)
+
+    verdict = admit(2, usage, [ask("big", units=2)], ask("new", since=5.0), now=5.0)
+
+    assert (verdict.scope, verdict.in_use, verdict.limit, verdict.position) == ("global", 1, 2, 2)
 
 
 def test_a_waiter_that_could_take_the_room_now_sets_it_aside() -> None:

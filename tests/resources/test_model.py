@@ -3,11 +3,12 @@ holders, leases and waiters.
 
 The model does not re-run the admission rule; it checks what any correct manager must do
 (docs/resources.md): a grant never exceeds the quota or the project cap at that moment, nor
-overtakes the units of overdue uncapped waiters, nor those of the oldest waiter when that one
-could take them now; a claim that fits where no older waiter could use the room now is
-granted (room is not held back for waiters that cannot use it); a claim larger than the quota
-raises and writes nothing; refusals report true figures; renewal reports exactly the live
-grants; and the books (holders, in use, ranked waiters) always match.
+overtakes the units of older uncapped waiters blocked only by room in that namespace (whether
+or not those fit yet) or overdue; a claim that fits where every older waiter is blocked by
+its own cap, or by another namespace of its claim and too big for the free room, is granted
+(room is not held back for waiters that cannot use it); a claim larger than the quota raises
+and writes nothing; refusals report true figures; renewal reports exactly the live grants;
+and the books (holders, in use, ranked waiters) always match.
 
 Each example uses namespaces of its own, so examples share one backend location.
 """
@@ -74,8 +75,11 @@ class Waiting:
     cap: int | None
     since: float
     expiry: float
-    multi: bool
-    """Refused on several namespaces at once (its entries here may then say "other")."""
+    elsewhere: bool | None
+    """Whether another namespace of its claim refused it at its last ask: False for a claim
+    on this namespace alone, True where the refusal named another namespace, None where the
+    model cannot tell (the named namespace of a claim on several: True if another refused
+    too)."""
 
 
 EXAMPLES = itertools.count()
@@ -144,7 +148,8 @@ class QuotaModel(RuleBasedStateMachine):
     @initialize(waiter_units=st.sampled_from([2, 1]))
     def start_with_a_waiter_that_cannot_use_free_room(self, waiter_units: int) -> None:
         # a: 1/2 in use and a waiter ranked first wanting more than the free unit (or exactly
-        # it), so the first steps already tell holding room back for it from granting past.
+        # it): blocked only by room in a, it holds the free unit back either way, so the
+        # first steps already tell holding room back for it from granting past it.
         self.allocate("t4", ["a"], 1, "foo", None)
         self.allocate("t0", ["a"], waiter_units, "foo", None)
         self.allocate("t1", ["a"], 1, "foo", None)  # judged by the checks like any other
@@ -175,7 +180,8 @@ class QuotaModel(RuleBasedStateMachine):
             self.book_grant(token, namespaces, todo, units, project)
         else:
             self.check_refusal(result, token, todo, units, project, cap, since)
-            self.book_wait(token, namespaces, todo, units, project, cap, since)
+            named = next(ns for ns, name in self.names.items() if name == result.namespace)
+            self.book_wait(token, namespaces, todo, units, project, cap, since, named)
 
     def check_grant(
         self,
@@ -189,19 +195,16 @@ class QuotaModel(RuleBasedStateMachine):
         for ns in todo:
             assert self.in_use(ns) + units <= self.quota[ns], "granted beyond the quota"
             assert cap is None or self.project_use(ns, project) + units <= cap, "beyond the cap"
-            older = self.older(ns, token, since)
-            overdue = sum(
+            # Older uncapped waiters blocked only by room here, or overdue, set their units
+            # aside whether or not they fit yet: a grant must leave room for all of them.
+            aside = sum(
                 w.units
-                for w in older
-                if w.cap is None and w.units <= self.quota[ns] and self.overdue(w)
+                for w in self.older(ns, token, since)
+                if w.cap is None
+                and w.units <= self.quota[ns]
+                and (w.elsewhere is False or self.overdue(w))
             )
-            assert self.in_use(ns) + overdue + units <= self.quota[ns], "overtook overdue waiters"
-            if older:
-                first = min(older, key=lambda w: w.since)
-                ready = first.cap is None and not first.multi
-                if ready and self.in_use(ns) + first.units <= self.quota[ns]:
-                    taken = self.in_use(ns) + first.units + units
-                    assert taken <= self.quota[ns], "overtook the oldest waiter, who could go"
+            assert self.in_use(ns) + aside + units <= self.quota[ns], "overtook older waiters"
 
     def check_refusal(
         self,
@@ -216,10 +219,7 @@ class QuotaModel(RuleBasedStateMachine):
         fits = all(
             self.in_use(ns) + units <= self.quota[ns]
             and (cap is None or self.project_use(ns, project) + units <= cap)
-            and all(
-                not self.overdue(w) and self.in_use(ns) + w.units > self.quota[ns]
-                for w in self.older(ns, token, since)
-            )
+            and all(self.sets_nothing_aside(ns, w) for w in self.older(ns, token, since))
             for ns in todo
         )
         assert not fits, "refused a claim that fits where no older waiter could use the room"
@@ -231,6 +231,18 @@ class QuotaModel(RuleBasedStateMachine):
             assert self.in_use(ns) + units <= self.quota[ns]
             assert (result.scope, result.limit) == ("project", cap)
             assert result.in_use == self.project_use(ns, project)
+
+    def sets_nothing_aside(self, ns: str, waiter: Waiting) -> bool:
+        """Certainly: blocked by its own cap whatever older waiters set aside, or too big for
+        the quota, or blocked by another namespace of its claim and unable to take the room
+        here now, and not overdue."""
+        capped = waiter.cap is not None and (
+            self.project_use(ns, waiter.project) + waiter.units > waiter.cap
+        )
+        too_big = waiter.units > self.quota[ns]
+        cannot_fit = self.in_use(ns) + waiter.units > self.quota[ns]
+        blocked_elsewhere = waiter.elsewhere is True and cannot_fit and not self.overdue(waiter)
+        return capped or too_big or blocked_elsewhere
 
     def book_grant(
         self, token: str, namespaces: list[str], todo: list[str], units: int, project: str
@@ -252,12 +264,13 @@ class QuotaModel(RuleBasedStateMachine):
         project: str,
         cap: int | None,
         since: float,
+        named: str,
     ) -> None:
         expiry = self.clock.now() + LEASE
         for ns in namespaces:
             if ns in todo:
-                multi = len(todo) > 1
-                self.waiting[ns][token] = Waiting(project, units, cap, since, expiry, multi)
+                elsewhere = True if ns != named else (False if len(todo) == 1 else None)
+                self.waiting[ns][token] = Waiting(project, units, cap, since, expiry, elsewhere)
             else:
                 self.held[ns][token].expiry = expiry
 

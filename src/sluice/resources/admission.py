@@ -11,19 +11,23 @@ has the same first refusal time in every namespace of its claim, so the rank is 
 order and two multi-namespace claims can never block each other. Before judging a claim, the
 waiters ranked ahead of it set room aside, oldest first, but only those that could use it:
 
-- one that could take the room now (it fits the quota and its caps here, counting what older
-  waiters set aside, and its other namespaces did not refuse it at its last ask, see
-  `Ask.blocked_elsewhere`) sets aside its units in the global pool, its project and its
-  project/domain: it takes them as soon as it asks again;
-- one that cannot take it now (too big for the free room, or blocked by another namespace of
-  its claim) sets aside nothing, so it never holds back room it could not use;
+- one blocked only by room in this namespace (its caps here fit, counting what older waiters
+  set aside, and no other namespace of its claim refused it at its last ask, see
+  `Ask.blocked_elsewhere`) sets aside its units in the global pool whether or not they fit
+  yet, and in its project and project/domain where they fit: it takes them as soon as they
+  are all free. So room freeing goes to it, and a later claim gets only room it does not
+  need: it waits for the holders and older waiters of its first refusal, about one turnover;
+- one that another namespace of its claim refused at its last ask sets room aside here only
+  if it could take it now: it was refused here too (so the room it waited for here may have
+  freed with the other's, as when one holder releases both) and fits now, in full. Otherwise
+  it sets aside nothing, so it never holds back room it could not use;
 - once a waiter has waited STARVATION_BOUND seconds it is overdue: it sets aside its units
-  in the global pool of every namespace of its claim even when it cannot take them yet (and
-  in its project and project/domain where it fits), so from then on no newcomer is granted
-  ahead of it anywhere: only older waiters (overdue too) and the holders of that moment come
-  before it. This bounds how long a multi-unit or multi-namespace claim can be overtaken;
-- one blocked by its own project or project/domain cap sets aside nothing, overdue or not:
-  it could not use the room and must not hold back other projects.
+  in the global pool of every namespace of its claim even when another namespace blocks it
+  (and in its project and project/domain where it fits), so from then on no newcomer is
+  granted ahead of it anywhere. This bounds how long a multi-namespace claim whose
+  namespaces are busy in turn can be overtaken;
+- one blocked by its own project or project/domain cap, or needing more than the quota, sets
+  aside nothing, overdue or not: it could not use the room and must not hold back others.
 
 The claim is then judged on in-use plus set-aside units: global room first (EXHAUSTED), then
 the project cap, then the project/domain cap (both NAMESPACE_QUOTA_EXCEEDED).
@@ -47,8 +51,9 @@ from sluice.resources.models import (
 
 STARVATION_BOUND = 60.0
 """Seconds after its first refusal from which a waiter is overdue: it then sets aside room in
-every namespace of its claim, as a strict first-come-first-served queue would. Until then it
-may be overtaken by claims that can use room it cannot; after it, only by nobody."""
+every namespace of its claim, as a strict first-come-first-served queue would, even where
+another namespace blocks it. Until then a claim blocked by several of its namespaces in turn
+may be overtaken by claims that can use the room; after it, by nobody."""
 
 
 @dataclass(frozen=True)
@@ -64,8 +69,11 @@ class Ask:
     priority: int
     since: float
     blocked_elsewhere: bool = field(default=False, compare=False)
-    """A waiter whose other namespaces refused it at its last ask (recorded blocking scope
-    "other"): it cannot take room here now, so it sets none aside until it is overdue."""
+    """A waiter that another namespace of its claim refused at its last ask: it sets room
+    aside here only if it could take it now (`refused_here` and it fits), until overdue."""
+    refused_here: bool = field(default=True, compare=False)
+    """Whether this namespace refused it too at its last ask (False: recorded blocking scope
+    "other", it fitted here)."""
 
     def rank(self) -> tuple[float, int, str]:
         return (self.since, -self.priority, self.token)
@@ -130,8 +138,9 @@ class _Room:
         if waiter.units > self.quota or self.cap_blocks(waiter) is not None:
             return
         fits = not self.global_blocks(waiter)
-        if not waiter.overdue(now) and (not fits or waiter.blocked_elsewhere):
-            return  # it could not take the room now: it holds none back
+        could_take_it = fits and waiter.refused_here
+        if waiter.blocked_elsewhere and not could_take_it and not waiter.overdue(now):
+            return  # room here would not let it go now: it holds none back
         self.reserved += waiter.units
         if fits:
             self.by_project[waiter.project] += waiter.units
@@ -255,6 +264,11 @@ def waiter_scope(plan: Plan, namespace: str) -> Scope:
     """What a waiter is recorded as waiting for in `namespace`."""
     verdict = plan.verdicts.get(namespace)
     return verdict.scope if verdict is not None and verdict.scope else "other"
+
+
+def refused_elsewhere(plan: Plan, namespace: str) -> bool:
+    """Whether a namespace of the claim other than `namespace` refused it."""
+    return any(v.scope for ns, v in plan.verdicts.items() if ns != namespace)
 
 
 def effective_quota(

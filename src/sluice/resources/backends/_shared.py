@@ -6,9 +6,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import get_args
 
 from sluice.errors import ClaimExceedsQuotaError, UnknownNamespaceError
-from sluice.resources.admission import Ask, NamespaceState, Plan, ask_for, effective_quota
+from sluice.resources.admission import (
+    Ask,
+    NamespaceState,
+    Plan,
+    ask_for,
+    effective_quota,
+    refused_elsewhere,
+)
 from sluice.resources.backends.base import AllocationRequest, NamespaceUsage, TimedRequest
 from sluice.resources.models import (
     QUOTA_SOURCES,
@@ -30,6 +38,38 @@ class WaiterRecord:
     node_id: str
     expires_at: float
     blocking_scope: Scope
+
+    def stored_scope(self) -> str:
+        """The blocking scope as stored (SQL column, Redis entry, read by the Lua rule too):
+        the scope, with ALSO_ELSEWHERE appended when another namespace refused it as well."""
+        if self.ask.blocked_elsewhere and self.blocking_scope != "other":
+            return self.blocking_scope + ALSO_ELSEWHERE
+        return self.blocking_scope
+
+
+ALSO_ELSEWHERE = "+other"
+"""Suffix of a stored blocking scope: this namespace and another of the claim refused it."""
+
+
+_SCOPES: dict[str, Scope] = {scope: scope for scope in get_args(Scope)}
+
+
+def read_scope(stored: str) -> tuple[Scope, bool, bool]:
+    """(blocking scope, blocked elsewhere, refused here) of a stored blocking scope. An entry
+    stored before ALSO_ELSEWHERE existed reads as refused here only."""
+    if stored == "other":
+        return "other", True, False
+    here = stored.removesuffix(ALSO_ELSEWHERE)
+    return _SCOPES[here], here != stored, True
+
+
+def stored_waiter(
+    ask: Ask, execution_id: str, node_id: str, expires_at: float, stored: str
+) -> WaiterRecord:
+    """A waiter record from a stored entry (`ask` without the flags of its blocking scope)."""
+    scope, elsewhere, here = read_scope(stored)
+    flagged = dataclasses.replace(ask, blocked_elsewhere=elsewhere, refused_here=here)
+    return WaiterRecord(flagged, execution_id, node_id, expires_at, scope)
 
 
 def resolve_quota(claim: Claim, sources: Mapping[QuotaSource, int]) -> int:
@@ -60,7 +100,8 @@ def waiter_records(
             WaiterRecord(
                 dataclasses.replace(
                     ask_for(claim, request.token, holder, plan.since),
-                    blocked_elsewhere=scopes[claim.namespace] == "other",
+                    blocked_elsewhere=refused_elsewhere(plan, claim.namespace),
+                    refused_here=scopes[claim.namespace] != "other",
                 ),
                 holder.execution_id,
                 holder.node_id,

@@ -29,7 +29,12 @@ from sluice.errors import (
     UnknownNamespaceError,
 )
 from sluice.resources.admission import STARVATION_BOUND, Ask
-from sluice.resources.backends._shared import WaiterRecord, build_snapshot
+from sluice.resources.backends._shared import (
+    ALSO_ELSEWHERE,
+    WaiterRecord,
+    build_snapshot,
+    stored_waiter,
+)
 from sluice.resources.backends.base import (
     AllocationOutcome,
     AllocationRequest,
@@ -147,7 +152,10 @@ def _script(name: str) -> str:
     fast, marker, general = _lua(name).partition(_GENERAL)
     if not marker:
         fast, general = "", fast
-    constants = f"local STARVATION_BOUND = {STARVATION_BOUND!r}"
+    constants = (
+        f"local STARVATION_BOUND = {STARVATION_BOUND!r}\n"
+        f"local ALSO_ELSEWHERE = {json.dumps(ALSO_ELSEWHERE)}"
+    )
     prelude = "\n".join([constants, *(_lua(prelude) for prelude in _PRELUDES)])
     general = f"local function general()\n{prelude}\n{marker}{general}\nend\nreturn general()\n"
     clock = ""
@@ -517,6 +525,5 @@ def _waiter(w: dict[str, Any]) -> WaiterRecord:
         w.get("dc"),
         int(w["pr"]),
         float(w["s"]),
-        w["b"] == "other",
     )
-    return WaiterRecord(ask, w["e"], w["n"], float(w["x"]), w["b"])
+    return stored_waiter(ask, w["e"], w["n"], float(w["x"]), w["b"])

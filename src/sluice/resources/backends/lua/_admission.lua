@@ -44,13 +44,24 @@ local function cap_blocks(room, a)
   return nil
 end
 
--- A waiter sets room aside only if it could take it now (it fits here and its other
--- namespaces did not refuse it at its last ask: blocking scope 'other'), or once it is overdue
--- (STARVATION_BOUND seconds after its first refusal, written in by redis.py from admission.py).
+-- A waiter's stored blocking scope says what refused it at its last ask: 'other' (another
+-- namespace of its claim, not this one), a scope ending in ALSO_ELSEWHERE (this one and
+-- another), or a plain scope (this one only); see read_scope in backends/_shared.py.
+local function blocked_elsewhere(w)
+  return w.b == 'other' or w.b:sub(-#ALSO_ELSEWHERE) == ALSO_ELSEWHERE
+end
+
+-- A waiter blocked only by room here sets its units aside whether or not they fit yet; one
+-- blocked elsewhere too only if it could take them now (refused here too, and it fits);
+-- an overdue one always (STARVATION_BOUND seconds after its first refusal, written in by
+-- redis.py from admission.py); one over its caps or the quota never.
 local function reserve(room, w, now)
   if w.u > room.quota or cap_blocks(room, w) then return end
   local fits = room.usage.all + room.reserved + w.u <= room.quota
-  if now - w.sn < STARVATION_BOUND and (not fits or w.b == 'other') then return end
+  local could_take_it = fits and w.b ~= 'other'
+  if blocked_elsewhere(w) and not could_take_it and now - w.sn < STARVATION_BOUND then
+    return
+  end
   room.reserved = room.reserved + w.u
   if fits then
     local pf, df = project_field(w.p), domain_field(w.p, w.d)

@@ -157,6 +157,11 @@ for i, c in ipairs(claims) do
     count_units(c.ns, holder.p, holder.d, c.u)
   else
     local scope = verdicts[i] and verdicts[i].scope or 'other'
+    if scope ~= 'other' then  -- WaiterRecord.stored_scope: another namespace refused it too
+      for j in pairs(verdicts) do
+        if j ~= i then scope = scope .. ALSO_ELSEWHERE break end
+      end
+    end
     redis.call('HSET', key('waiters', c.ns), token, cjson.encode(
       {p = holder.p, d = holder.d, e = holder.e, n = holder.n, u = c.u, pr = holder.pr,
        pc = c.pc, dc = c.dc, s = since_s, x = expiry_s, b = scope}))

@@ -16,7 +16,7 @@ from sluice.resources.admission import (
     effective_quota,
     next_in_line,
 )
-from sluice.resources.backends._shared import WaiterRecord, build_snapshot
+from sluice.resources.backends._shared import WaiterRecord, build_snapshot, stored_waiter
 from sluice.resources.backends.base import NamespaceUsage
 from sluice.resources.backends.sql.tables import (
     ALL,
@@ -28,7 +28,7 @@ from sluice.resources.backends.sql.tables import (
     WAITER_COLUMNS,
     WAITERS,
 )
-from sluice.resources.models import HolderInfo, NamespaceSnapshot, QuotaSource, Scope
+from sluice.resources.models import HolderInfo, NamespaceSnapshot, QuotaSource
 
 
 async def load_sources(
@@ -153,11 +153,8 @@ def waiters_of(rows: Iterable[Sequence[Any]]) -> dict[str, list[WaiterRecord]]:
         expiry,
         b,
     ) in rows:
-        scope: Scope = b
-        ask = Ask(
-            token, project, domain, int(units), pc, dc, int(priority), float(since), b == "other"
-        )
-        waiters.setdefault(ns, []).append(WaiterRecord(ask, execution, node, float(expiry), scope))
+        ask = Ask(token, project, domain, int(units), pc, dc, int(priority), float(since))
+        waiters.setdefault(ns, []).append(stored_waiter(ask, execution, node, float(expiry), b))
     return waiters
 
 

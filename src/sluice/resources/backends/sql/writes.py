@@ -116,7 +116,7 @@ def waiter_row(namespace: str, record: WaiterRecord) -> dict[str, Any]:
         "domain_cap": ask.domain_cap,
         "first_requested_at": ask.since,
         "expires_at": record.expires_at,
-        "blocking_scope": record.blocking_scope,
+        "blocking_scope": record.stored_scope(),
     }
 
 
@@ -191,9 +191,9 @@ def waiters_to_write(
 def same_waiter(stored: WaiterRecord | None, wanted: WaiterRecord, fresh_until: float) -> bool:
     if stored is None or stored.expires_at < fresh_until:
         return False
-    return (stored.ask, stored.blocking_scope, stored.execution_id, stored.node_id) == (
+    return (stored.ask, stored.stored_scope(), stored.execution_id, stored.node_id) == (
         wanted.ask,
-        wanted.blocking_scope,
+        wanted.stored_scope(),
         wanted.execution_id,
         wanted.node_id,
     )
