@@ -25,6 +25,7 @@ EXPECTED_ALL = [
     "TaskDef",
     "WorkflowDef",
     "__version__",
+    "current_fencing_token",
     "dynamic",
     "main",
     "map",

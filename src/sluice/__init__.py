@@ -59,6 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     return cli_main(argv)
 
 
+def current_fencing_token() -> str | None:
+    """Inside a task body run by sluice's local workers: the attempt's fencing token,
+    `<execution>/<node>@<epoch>`, whose epoch grows with every takeover of the execution. Hand
+    it to an external system that refuses writes from an older holder; None elsewhere."""
+    import os
+
+    return os.environ.get("SLUICE_FENCING_TOKEN") or None
+
+
 def run(target: Any, **inputs: Any) -> dict[str, Any]:
     """Run a workflow, launch plan or task on the embedded default and return its outputs;
     raises SluiceError if it does not succeed."""
@@ -83,6 +92,7 @@ __all__ = [
     "TaskDef",
     "WorkflowDef",
     "__version__",
+    "current_fencing_token",
     "dynamic",
     "main",
     "map",

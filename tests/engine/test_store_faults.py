@@ -303,3 +303,91 @@ def test_sluice_serve_also_stops_with_exit_4_when_its_sqlite_file_is_removed(
     assert code == 4, lines
     assert lines[-1].startswith(f"error: the SQLite file {db} was removed"), lines
     assert "Traceback" not in stderr.read_text()
+
+
+# The token store (Redis) unreachable for a while, and back empty.
+QUOTA_FLOW = """
+import sluice
+
+
+@sluice.task(quotas=[sluice.Quota("outage-q")])
+def claimed(i: int) -> int:
+    return i
+
+
+@sluice.workflow
+def quota_flow() -> list[int]:
+    return [claimed(i=i) for i in range(3)]
+"""
+
+
+async def _launch_quota_flow_and_wait(url: str, flow: Path) -> ExecutionPhase:
+    from sluice.config import load_config
+    from sluice.sdk.loader import load_module
+
+    flows = load_module("quota_flow", str(flow))
+    rt = await Runtime.open(load_config(database_url=url))
+    try:
+        record = await rt.launch(flows.quota_flow, {})
+        for _ in range(1200):
+            async with rt.store.read() as repos:
+                found = await repos.executions.get(record.id)
+            assert found is not None
+            if found.phase.is_terminal:
+                return found.phase
+            await asyncio.sleep(0.05)
+        return found.phase
+    finally:
+        await rt.close()
+
+
+def test_an_unreachable_redis_is_one_warning_and_one_recovery_line_and_its_quotas_come_back(
+    redis_server_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """Redis as the token store, cut for 5 s and back EMPTY (a restarted Redis keeps nothing):
+    one warning, one recovery line, no traceback, and the engine stores its configured quotas
+    again, so quota'd tasks run instead of failing on an unknown namespace."""
+    import redis
+
+    proxy = Proxy(("127.0.0.1", 6379))
+    proxy.start()
+    url = f"sqlite:///{tmp_path / 'sluice.db'}"
+    subprocess.run([sys.executable, "-m", "sluice", "db", "upgrade"], env=_env(url), check=True)
+    flow = tmp_path / "quota_flow.py"
+    flow.write_text(QUOTA_FLOW)
+    stderr = tmp_path / "engine.err"
+    env = {
+        "SLUICE_RESOURCES__URL": f"redis://127.0.0.1:{proxy.port}/0",
+        "SLUICE_RESOURCES__KEY_PREFIX": redis_prefix,
+        "SLUICE_RESOURCES__QUOTAS": '{"outage-q": 1}',
+    }
+    os.environ.update(env)  # for the engine only: the test's own launcher keeps off Redis
+    try:
+        engine = _start_engine(url, stderr)
+    finally:
+        for name in env:
+            os.environ.pop(name, None)
+    try:
+        time.sleep(0.5)
+        proxy.stop()
+        client = redis.Redis.from_url(redis_server_url)
+        keys = list(client.scan_iter(match=f"{redis_prefix}*"))
+        assert keys, "the engine stored its quotas in Redis"
+        client.delete(*keys)  # back empty, as a restarted Redis
+        client.close()
+        time.sleep(5)
+        assert engine.poll() is None
+        proxy.start()
+        _wait(lambda: "is back" in stderr.read_text())
+        phase = asyncio.run(_launch_quota_flow_and_wait(url, flow))
+        assert phase is ExecutionPhase.SUCCEEDED, stderr.read_text()
+    finally:
+        code = _stop(engine)
+        proxy.stop()
+    text = stderr.read_text()
+    lines = text.splitlines()
+    assert code == 0, lines
+    assert "Traceback" not in text
+    assert sum("lost the resource store" in line for line in lines) == 1, lines
+    assert sum("is back" in line for line in lines) == 1, lines
+    assert sum("storing them again" in line for line in lines) == 1, lines

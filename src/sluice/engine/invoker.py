@@ -95,6 +95,7 @@ class PluginInvoker:
             max_attempts=node.task.metadata.retries + 1,
             interruptible=node.task.metadata.interruptible,
             engine_id=self.s.engine_id,
+            fencing_token=f"{ex.id}/{node.id}@{ex.record.owner_epoch}",
             labels={"execution-id": ex.id, "node-id": node.id},
         )
         return NodeContext(

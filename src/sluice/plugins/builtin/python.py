@@ -106,6 +106,7 @@ class PythonPlugin:
             "file": source.file,
             "qualname": source.qualname,
             "inputs": dict(ctx.inputs),
+            "fencing_token": ctx.metadata.fencing_token,
         }
 
     def _submit(self, ctx: TaskExecutionContext) -> Transition:

@@ -45,10 +45,15 @@ def _die_with_parent(parent_pid: int) -> None:
         sys.exit(0)
 
 
+FENCING_TOKEN_ENV = "SLUICE_FENCING_TOKEN"
+"""Where a task body finds its fencing token (sluice.current_fencing_token)."""
+
+
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     from sluice.errors import OutputsError
     from sluice.modules import load_module, resolve_attribute
 
+    os.environ[FENCING_TOKEN_ENV] = str(job.get("fencing_token", ""))
     try:
         if job.get("runner") == "flyte":  # a flytekit task template (the `flyte` plugin)
             from sluice.plugins.builtin.flyte_exec import run_flyte_job

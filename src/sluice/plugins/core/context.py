@@ -38,6 +38,9 @@ class TaskExecutionMetadata:
     annotations: Mapping[str, str] = field(default_factory=dict)
     environment: Mapping[str, str] = field(default_factory=dict)
     engine_id: str = ""
+    fencing_token: str = ""
+    """`<execution>/<node>@<ownership epoch>`: increases with every takeover of the execution,
+    for external systems that refuse writes from an older holder (docs/invariants.md)."""
 
     @property
     def unique_node_id(self) -> str:
