@@ -180,10 +180,14 @@ class Sluice:
         raise NotFoundError(f"execution {found.id} has no node {node_id!r}; nodes are {known}")
 
     async def pending(self, launch_plan: str | None = None) -> list[m.ExecutionSummary]:
-        """PENDING executions in promotion order per launch plan, with positions and reasons."""
+        """PENDING executions in promotion order per launch plan (per key under a keyed
+        policy), with positions and reasons."""
         where = ex.ExecutionFilter(phases=[ExecutionPhase.PENDING], launch_plan=launch_plan)
         listed = await self.executions(where, limit=MAX_LIST_LIMIT)
-        return sorted(listed.items, key=lambda r: (r.launch_plan or "", r.position or 0))
+        return sorted(
+            listed.items,
+            key=lambda r: (r.launch_plan or "", r.concurrency_key or "", r.position or 0),
+        )
 
     def _within_scope(self, where: ex.ExecutionFilter) -> ex.ExecutionFilter:
         if self.scope.projects is None:

@@ -32,6 +32,9 @@ class ExecutionRecord:
     owner: str | None = None
     owner_expires_at: float | None = None
     version: int = 0
+    concurrency_key: str | None = None
+    backfill_id: str | None = None
+    slot_generation: int = 0
 
     @property
     def workflow_key(self) -> str:
