@@ -56,6 +56,14 @@ class ExecutionSummary(View):
     """The backfill that created it, if one did."""
 
 
+class Launched(View):
+    """A create's answer: the execution, and whether its idempotency key had created it
+    already (`replayed`: nothing new was written; the HTTP API answers 200, not 201)."""
+
+    execution: ExecutionSummary
+    replayed: bool = False
+
+
 class Attempt(View):
     attempt: int
     """1 for the first attempt."""
