@@ -69,3 +69,12 @@ keyed = sluice.LaunchPlan(
     per_customer,
     concurrency=sluice.ConcurrencyPolicy(1, key="{customer}", key_max=KEY_LIMITS, total_max=TOTAL),
 )
+
+
+hourly = sluice.LaunchPlan(
+    "hourly",
+    napping,
+    default_inputs={"seconds": 0.05},
+    schedule=sluice.Schedule(cron="0 * * * *", timezone="Europe/Paris"),
+    concurrency=sluice.ConcurrencyPolicy(2),
+)

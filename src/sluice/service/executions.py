@@ -105,6 +105,11 @@ async def pending_positions(repos: Repos, records: list[ExecutionRecord]) -> dic
     return {k: v for k, v in positions.items() if k in listed}
 
 
+def queue_order(summary: m.ExecutionSummary) -> tuple[str, str, int]:
+    """PENDING executions in the order of their queues (launch plan, key), then position."""
+    return (summary.launch_plan or "", summary.concurrency_key or "", summary.position or 0)
+
+
 async def by_id_or_prefix(
     repos: Repos, text: str, projects: Collection[str] | None = None
 ) -> ExecutionRecord:

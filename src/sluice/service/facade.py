@@ -31,6 +31,7 @@ from sluice.service import convert, inventory, launching, serving, visibility
 from sluice.service import executions as ex
 from sluice.service import logs as task_logs
 from sluice.service import models as m
+from sluice.service.backfills import Backfills
 from sluice.service.inputs import Inputs
 from sluice.service.local import LocalRun, drive_here, prepare_launch_plan, until_terminal
 from sluice.service.requests import RunRequest, Scope
@@ -174,14 +175,10 @@ class Sluice:
         raise NotFoundError(f"execution {found.id} has no node {node_id!r}; nodes are {known}")
 
     async def pending(self, launch_plan: str | None = None) -> list[m.ExecutionSummary]:
-        """PENDING executions in promotion order per launch plan (per key under a keyed
-        policy), with positions and reasons."""
+        """PENDING executions in promotion order per launch plan, with positions and reasons."""
         where = ex.ExecutionFilter(phases=[ExecutionPhase.PENDING], launch_plan=launch_plan)
         listed = await self.executions(where, limit=MAX_LIST_LIMIT)
-        return sorted(
-            listed.items,
-            key=lambda r: (r.launch_plan or "", r.concurrency_key or "", r.position or 0),
-        )
+        return sorted(listed.items, key=ex.queue_order)
 
     def _within_scope(self, where: ex.ExecutionFilter) -> ex.ExecutionFilter:
         if self.scope.projects is None:
@@ -237,11 +234,9 @@ class Sluice:
         wait: bool = False,
         idempotency_key: str | None = None,
     ) -> m.Launched:
-        """An execution of the ACTIVE version of `launch_plan`, with the controller's decision
-        (QUEUED, PENDING with its position and reason, or SKIPPED); with `wait`, driven here
-        to its end if no engine takes it. With `idempotency_key` (an HTTP `Idempotency-Key`,
-        a gRPC request id): the execution the key created within the retention window, if it
-        did (`replayed`), or a ConflictError if that was for another request."""
+        """An execution of the ACTIVE version of `launch_plan` with the controller's decision
+        (QUEUED, PENDING, SKIPPED); with `wait`, driven here to its end. An `idempotency_key`
+        (HTTP `Idempotency-Key`, gRPC request id) that created one already gives it back."""
         project, domain = self._project_domain(project, domain)
         self._may_write(project)
         plans = self._launch_plans(project, domain)
@@ -451,6 +446,10 @@ class Sluice:
         return await serving.serve(
             self.runtime, stop, engine=engine, schedules=schedules, ready=ready
         )
+
+    @property
+    def backfills(self) -> Backfills:
+        return Backfills(self.runtime, self.scope)
 
     @property
     def tokens(self) -> Tokens:
