@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime, time
 
 import click
 from rich.console import Console
@@ -14,7 +14,11 @@ from sluice.service.backfill_views import Backfill
 
 
 def _when(flag: str, text: str) -> datetime:
+    """An ISO-8601 time; a date alone is its first instant (`--from`) or its last (`--to`),
+    so `--from 2026-01-01 --to 2026-01-10` covers ten whole days."""
     try:
+        if flag == "--to" and len(text) == len("2026-01-10"):
+            return datetime.combine(date.fromisoformat(text), time.max)
         return datetime.fromisoformat(text)
     except ValueError:
         raise InvalidArgumentError(
@@ -56,7 +60,8 @@ async def backfill_command(
     as_json: bool,
 ) -> None:
     """Run launch plan NAME once per schedule slot from --from to --to (both included; a
-    time without a zone is in the schedule's time zone), through its concurrency policy and
+    time without a zone is in the schedule's time zone; a date alone is the whole day),
+    through its concurrency policy and
     at most --max-active at a time. Each slot's execution has a deterministic id: running the
     same backfill again creates nothing new. `sluice serve` runs it (or --wait, here)."""
     first, last = _when("--from", start), _when("--to", end)

@@ -52,6 +52,7 @@ def _summary_fields(record: ExecutionRecord, now: float, position: int | None) -
         "owner": record.owner,
         "concurrency_key": record.concurrency_key,
         "backfill_id": record.backfill_id,
+        "scheduled_at": m.utc(record.scheduled_at),
     }
 
 

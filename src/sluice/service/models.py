@@ -54,6 +54,8 @@ class ExecutionSummary(View):
     """The key a keyed concurrency policy gave it (None without one)."""
     backfill_id: str | None = None
     """The backfill that created it, if one did."""
+    scheduled_at: datetime | None = None
+    """The schedule slot it runs (a schedule firing's or a backfill's), if any."""
 
 
 class Launched(View):
