@@ -254,6 +254,8 @@ class ConcurrencyController:
 
     def _group_of(self, item: Tracked) -> str:
         """The key `item` is queued under: its stored key while its policy is keyed."""
+        if not item.concurrency_key:
+            return ""
         policy = self.policies.policy(item)
         return item.concurrency_key if policy is not None and policy.key is not None else ""
 

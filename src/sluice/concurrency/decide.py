@@ -75,37 +75,35 @@ class Caps:
 
 
 Rank = tuple[int, int, float, str]  # (-priority, turn, created_at, id): a key's turn
+# (ranks are unique: the id ends every comparison before the queue objects are reached)
 
 
 class _Lane:
-    """The queues (one per key) of one launch plan touched in this pass, in rotation order."""
+    """The queues (one per key) of one launch plan touched in this pass, in rotation order.
+    A queue is in its lane at most once, and its rank changes only while it is out of it (it
+    is taken out to be acted on), so the entries never go stale."""
 
     def __init__(self) -> None:
-        self.heap: list[tuple[Rank, QueueKey]] = []
+        self.heap: list[tuple[Rank, LaunchPlanQueue]] = []
 
     def push(self, queue: LaunchPlanQueue) -> None:
         rank = _rank(queue)
         if rank is not None:
-            heapq.heappush(self.heap, (rank, queue.key))
+            heapq.heappush(self.heap, (rank, queue))
 
-    def pop(self, state: ControllerState) -> LaunchPlanQueue | None:
+    def pop(self) -> LaunchPlanQueue | None:
         """The queue whose turn it is, taken out of the lane."""
-        while self.heap:
-            rank, key = heapq.heappop(self.heap)
-            queue = state.queues.get(key)
-            if queue is not None and _rank(queue) == rank:
-                return queue
-        return None
+        return heapq.heappop(self.heap)[1] if self.heap else None
 
-    def peek(self, state: ControllerState) -> Tracked | None:
-        queue = self.pop(state)
-        if queue is None:
+    def head_order(self) -> Order | None:
+        """The order of the execution the lane would promote next."""
+        if not self.heap:
             return None
-        self.push(queue)
-        return queue.head()
+        rank = self.heap[0][0]
+        return (rank[0], rank[2], rank[3])
 
-    def queues(self, state: ControllerState) -> list[LaunchPlanQueue]:
-        return [state.queues[k] for _, k in self.heap if k in state.queues]
+    def queues(self) -> list[LaunchPlanQueue]:
+        return [queue for _, queue in self.heap]
 
 
 def _rank(queue: LaunchPlanQueue) -> Rank | None:
@@ -123,11 +121,11 @@ def decide(state: ControllerState, book: PolicyBook, caps: Caps) -> Decisions:
             lanes.setdefault(queue.plan, _Lane()).push(queue)
     heads: list[tuple[Order, LaunchPlanKey]] = []
     for plan, lane in lanes.items():
-        _push_head(heads, state, plan, lane)
+        _push_head(heads, plan, lane)
     while heads:
         plan = heapq.heappop(heads)[1]
         lane = lanes[plan]
-        queue = lane.pop(state)
+        queue = lane.pop()
         item = queue.head() if queue is not None else None
         if queue is None or item is None:
             continue
@@ -135,7 +133,7 @@ def decide(state: ControllerState, book: PolicyBook, caps: Caps) -> Decisions:
         if policy is not None and len(queue.active) >= policy.limit_for(queue.group):
             _skip_at_limit(state, queue, book, out)
         elif policy is not None and _plan_full(state, policy, item):
-            _skip_at_total(state, [queue, *lane.queues(state)], book, out, policy)
+            _skip_at_total(state, [queue, *lane.queues()], book, out, policy)
             continue  # every key of the launch plan waits for room in the total
         elif caps.blocking(state, item.key) is not None:
             continue  # every key of the launch plan waits for the cap
@@ -143,23 +141,18 @@ def decide(state: ControllerState, book: PolicyBook, caps: Caps) -> Decisions:
             state.promote(item)
             out.promote.append(item)
             lane.push(queue)
-        _push_head(heads, state, plan, lane)
+        _push_head(heads, plan, lane)
     for key in out.touched:
         _trim_waiting(state, key, book, out)
     _first_reasons(state, book, caps, out)
     return out
 
 
-def _push_head(
-    heads: list[tuple[Order, LaunchPlanKey]],
-    state: ControllerState,
-    plan: LaunchPlanKey,
-    lane: _Lane,
-) -> None:
+def _push_head(heads: list[tuple[Order, LaunchPlanKey]], plan: LaunchPlanKey, lane: _Lane) -> None:
     """Across launch plans, the execution each would promote next competes by its order."""
-    head = lane.peek(state)
-    if head is not None:
-        heapq.heappush(heads, (head.order, plan))
+    order = lane.head_order()
+    if order is not None:
+        heapq.heappush(heads, (order, plan))
 
 
 def _plan_full(state: ControllerState, policy: ConcurrencyPolicy, item: Tracked) -> bool:
