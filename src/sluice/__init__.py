@@ -68,12 +68,15 @@ def current_fencing_token() -> str | None:
     return os.environ.get("SLUICE_FENCING_TOKEN") or None
 
 
-def run(target: Any, **inputs: Any) -> dict[str, Any]:
+def run(target: Any, /, *, idempotency_key: str | None = None, **inputs: Any) -> dict[str, Any]:
     """Run a workflow, launch plan or task on the embedded default and return its outputs;
-    raises SluiceError if it does not succeed."""
+    raises SluiceError if it does not succeed. A run retried with the same `idempotency_key`
+    (within `concurrency.idempotency_retention`) follows the execution the first one created
+    instead of starting another. (A workflow input named `idempotency_key` goes through
+    `sluice.api.run_async(target, inputs)`.)"""
     from sluice.api import run_sync
 
-    return run_sync(target, inputs)
+    return run_sync(target, inputs, idempotency_key)
 
 
 __all__ = [

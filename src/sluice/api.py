@@ -15,10 +15,14 @@ from sluice.store.records import EventRecord, ExecutionRecord
 
 
 async def run_async(
-    target: Any, inputs: Mapping[str, Any], settings: Settings | None = None
+    target: Any,
+    inputs: Mapping[str, Any],
+    settings: Settings | None = None,
+    idempotency_key: str | None = None,
 ) -> ExecutionRecord:
-    """Launch `target` and drive it to the end in this process; the final record."""
-    request = RunRequest.of(target, inputs)
+    """Launch `target` and drive it to the end in this process; the final record. With
+    `idempotency_key`, a retry drives the execution the key created instead of a new one."""
+    request = RunRequest.of(target, inputs, idempotency_key=idempotency_key)
     with collector_for_run():
         async with await Sluice.open(settings or load_config(), role="run") as service:
             return await service.run_to_end(request)
@@ -31,8 +35,10 @@ async def events_of(execution_id: str, settings: Settings | None = None) -> list
         return await repos.events.list(execution_id)
 
 
-def run_sync(target: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    final = asyncio.run(run_async(target, inputs))
+def run_sync(
+    target: Any, inputs: Mapping[str, Any], idempotency_key: str | None = None
+) -> dict[str, Any]:
+    final = asyncio.run(run_async(target, inputs, idempotency_key=idempotency_key))
     if final.phase is not ExecutionPhase.SUCCEEDED:
         raise SluiceError(
             f"execution {final.id} ended {final.phase.value}: {final.error or final.reason}"

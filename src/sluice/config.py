@@ -152,6 +152,13 @@ class ConcurrencyConfig(_Section):
     catch_up: Literal["none", "latest", "all"] = "latest"
     catch_up_max: int = Field(default=10, ge=1)
     """With catch_up = "all", at most this many missed firings are launched after downtime."""
+    idempotency_retention: float = Field(default=86400.0, gt=0, le=LARGEST_SETTING)
+    """Seconds an idempotency key keeps answering with the execution it created; after that
+    the key may create a new one."""
+    backfill_max_active: int = Field(default=10, ge=1, le=LARGEST_SETTING)
+    """A backfill's cap on its unfinished executions when `--max-active` is not given."""
+    backfill_max_slots: int = Field(default=10_000, ge=1, le=LARGEST_SETTING)
+    """The most schedule slots one backfill may cover (a larger range is refused)."""
 
 
 class LogsConfig(_Section):

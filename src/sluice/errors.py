@@ -12,6 +12,7 @@ Hierarchy::
     │   ├── InvalidQuotaError       quota, constraint or units out of range
     │   └── InvalidPolicyError      a concurrency policy or schedule is malformed
     ├── PermissionDeniedError       the caller's scope (an API token's) does not allow a write
+    ├── ConflictError               an idempotency key already names another request
     ├── NotFoundError               an unknown execution, workflow, launch plan, namespace...
     │   ├── UnknownNamespaceError   a resource namespace with no quota
     │   └── PluginNotFoundError     no plugin for a task type (names the registered ones)
@@ -82,6 +83,11 @@ class ClaimExceedsQuotaError(ClaimNeverFitsError, InvalidQuotaError):
 
 class PermissionDeniedError(SluiceError):
     """The caller may not do this: its token is read-only, or the change is not its project's."""
+
+
+class ConflictError(SluiceError):
+    """The request conflicts with what exists: its idempotency key was used, within the
+    retention window, for a different request (the message names the key)."""
 
 
 class NotFoundError(SluiceError, LookupError):

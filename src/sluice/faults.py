@@ -33,6 +33,9 @@ POINTS: dict[str, str] = {
     "controller.after_commit": "the decisions committed, before this process acts on them",
     "controller.after_abort": "a REPLACE abort committed, before the replacement is promoted",
     "compound.after_child_execution": "a launch plan node created its execution, node not saved",
+    "launch.after_idempotency_key": "an idempotency key claimed, its execution not yet written",
+    "backfill.mid_create": "inside a backfill's creation transaction, an execution written",
+    "backfill.after_create": "a backfill's creations committed, before the next step",
 }
 __doc__ = (__doc__ or "") + "".join(f"\n- `{p}`: {what}" for p, what in POINTS.items()) + "\n"
 

@@ -25,6 +25,13 @@ from sluice.engine.metrics import EngineMetrics
 from sluice.engine.owned import OwnedExecutions
 from sluice.engine.services import EngineServices, NodeCache, NodeClaims
 from sluice.errors import NotFoundError
+from sluice.executions.idempotency import (
+    IdempotencyKey,
+    Launched,
+    check_key,
+    create_once,
+    request_hash,
+)
 from sluice.executions.launch import check_launch, claim_limits, create_execution, merge_inputs
 from sluice.fencing import LeaseFence
 from sluice.ids import new_instance_id
@@ -256,12 +263,30 @@ class Runtime:
         project: str | None = None,
         domain: str | None = None,
         options: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> ExecutionRecord:
+        """Create an execution of `target`; with `idempotency_key`, the one that key created
+        already if it did (see executions/idempotency.py)."""
         workflow, launch_plan = resolve_target(target)
         await self.check_tasks(workflow, options)
-        record = await self.launch_spec(
-            workflow, launch_plan, inputs, project=project, domain=domain, options=options
-        )
+        if idempotency_key is None:
+            record = await self.launch_spec(
+                workflow, launch_plan, inputs, project=project, domain=domain, options=options
+            )
+        else:
+            spec = launch_plan or workflow
+            kind = "launch_plan" if launch_plan else "workflow"
+            launched = await self.launch_spec_once(
+                workflow,
+                launch_plan,
+                inputs,
+                idempotency_key,
+                target=f"{kind}:{spec.name}@{spec.version}",
+                project=project,
+                domain=domain,
+                options=options,
+            )
+            record = launched.record
         self.workflows[(record.project, record.domain, record.workflow_key)] = workflow
         return record
 
@@ -292,6 +317,38 @@ class Runtime:
         )
         assert record is not None
         return record
+
+    async def launch_spec_once(
+        self,
+        workflow: WorkflowSpec,
+        launch_plan: LaunchPlanSpec | None,
+        inputs: Mapping[str, Any],
+        idempotency_key: str,
+        *,
+        target: str,
+        project: str | None = None,
+        domain: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> Launched:
+        """`launch_spec` under an idempotency key: the execution the key created within the
+        retention window (`replayed`), a ConflictError if that was for another request
+        (`target`, inputs or options differ), else a new one written with the key."""
+        project, domain = project or self.settings.project, domain or self.settings.domain
+        digest = request_hash(project, domain, target, inputs, options)
+        retention = self.settings.concurrency.idempotency_retention
+        return await create_once(
+            self.store,
+            self.notifier,
+            self.clock,
+            IdempotencyKey(check_key(idempotency_key), digest, retention),
+            project=project,
+            domain=domain,
+            workflow=workflow,
+            inputs=inputs,
+            launch_plan=launch_plan,
+            options=options,
+            limits=claim_limits(self.resources, self.settings.resources),
+        )
 
     async def check_launch(
         self, target: Any, inputs: Mapping[str, Any], options: Mapping[str, Any] | None = None

@@ -55,3 +55,26 @@ ticking = sluice.LaunchPlan(
 @sluice.workflow
 def needs_input(seconds: float) -> str:
     return nap(seconds=seconds)
+
+
+@sluice.workflow
+def per_customer(customer: str, seconds: float = 0.2, tag: str = "") -> str:
+    return nap(seconds=seconds, tag=tag)
+
+
+KEY_LIMITS = {"premium": 2}
+TOTAL = 3
+keyed = sluice.LaunchPlan(
+    "keyed",
+    per_customer,
+    concurrency=sluice.ConcurrencyPolicy(1, key="{customer}", key_max=KEY_LIMITS, total_max=TOTAL),
+)
+
+
+hourly = sluice.LaunchPlan(
+    "hourly",
+    napping,
+    default_inputs={"seconds": 0.05},
+    schedule=sluice.Schedule(cron="0 * * * *", timezone="Europe/Paris"),
+    concurrency=sluice.ConcurrencyPolicy(2),
+)

@@ -115,6 +115,40 @@ def replay_max_active(events: list[EventRecord]) -> int:
     return peak
 
 
+def replay_max_active_by(events: list[EventRecord], group: dict[str, str]) -> dict[str, int]:
+    """`replay_max_active` per group (a concurrency key) of the executions in `group`."""
+    keys = set(group.values())
+    return {
+        key: replay_max_active([e for e in events if group.get(e.execution_id) == key])
+        for key in keys
+    }
+
+
+CUSTOMERS = ["acme"] * 4 + ["premium"] * 4 + ["solo"] * 2 + ["zed"] * 2
+"""Keys of the keyed launch plan's executions (cc_flows.keyed), in creation order."""
+
+
+async def launch_keyed(
+    rt: Runtime, plan: Any, seconds: float, customers: list[str] = CUSTOMERS
+) -> list[ExecutionRecord]:
+    return [
+        await rt.launch(plan, {"customer": customer, "seconds": seconds, "tag": str(i)})
+        for i, customer in enumerate(customers)
+    ]
+
+
+def assert_keyed_history(
+    events: list[EventRecord], made: list[ExecutionRecord], limits: dict[str, int], total: int
+) -> None:
+    """Judged from the events alone: each execution promoted once, each key under its max
+    (`limits`, else 1) at every instant, all keys together under `total`."""
+    group = {r.id: r.concurrency_key or "" for r in made}
+    assert count_phase(events, "QUEUED") == dict.fromkeys(group, 1), "promoted once each"
+    for key, peak in replay_max_active_by(events, group).items():
+        assert peak <= limits.get(key, 1), f"key {key!r} had {peak} active at once"
+    assert replay_max_active(events) <= total
+
+
 def intervals(events: list[EventRecord]) -> dict[str, tuple[float, float]]:
     """Each execution's active interval: (first QUEUED or RUNNING, terminal)."""
     start: dict[str, float] = {}

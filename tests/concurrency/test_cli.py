@@ -148,3 +148,35 @@ def test_the_no_overlap_example_skips_the_firings_that_would_overlap(tmp_path: P
     fired = [line for line in done.stdout.splitlines() if line.startswith("fired ")]
     assert any("SKIPPED    skipped: 1/1 active (" in line for line in fired), done.stdout
     assert any(" ran " in line or "still running" in line for line in fired), done.stdout
+
+
+def test_keys_idempotency_keys_and_backfills_on_the_command_line(env: dict[str, str]) -> None:
+    assert sluice(env, "launchplan", "register", f"{FLOWS}:keyed", "--activate").exit_code == 0
+    plans = sluice({**env, "COLUMNS": "250"}, "launchplan", "ls").stdout
+    assert "max 1 WAIT per key {customer} (premium: 2), total 3" in plans
+    create = ["executions", "create", "keyed", "-i", "customer=acme", "-i", "seconds=30"]
+    first = json.loads(sluice(env, *create, "--idempotency-key", "k1", "--json").stdout)
+    again = sluice(env, *create, "--idempotency-key", "k1")
+    assert "idempotency key 'k1' created this execution already" in again.stdout
+    assert first["id"] in again.stdout and first["concurrency_key"] == "acme"
+    conflict = CliRunner().invoke(
+        cli, [*create[:-1], "seconds=5", "--idempotency-key", "k1"], env=env
+    )
+    assert conflict.exit_code == 2 and "idempotency key 'k1'" in conflict.output
+    sluice(env, *create)  # acme's one slot is taken: it waits, position 1 for key acme
+    pending = sluice(env, "executions", "ls", "--phase", "pending").stdout
+    assert " key " in pending.splitlines()[0] and "acme" in pending
+    assert sluice(env, "launchplan", "register", f"{FLOWS}:hourly", "--activate").exit_code == 0
+    window = ["--from", "2026-03-29T00:00", "--to", "2026-03-29T01:30"]
+    made = json.loads(sluice(env, "launchplan", "backfill", "hourly", *window, "--json").stdout)
+    assert (made["slots"], made["state"], made["max_active"]) == (2, "RUNNING", 10)
+    assert "PAUSED" in sluice(env, "backfill", "pause", made["id"]).stdout
+    listed = json.loads(sluice(env, "backfill", "ls", "--json").stdout)
+    assert [(b["id"], b["state"], b["progress"]) for b in listed] == [
+        (made["id"], "PAUSED", {"PLANNED": 2})
+    ]
+    assert "CANCELLED" in sluice(env, "backfill", "cancel", made["id"]).stdout
+    bad = CliRunner().invoke(
+        cli, ["launchplan", "backfill", "hourly", "--from", "yesterday", "--to", "x"], env=env
+    )
+    assert bad.exit_code == 2 and "'yesterday'" in bad.output

@@ -17,8 +17,11 @@ from collections.abc import Iterator
 import pytest
 
 from concurrency.cc_support import (
+    CUSTOMERS,
+    assert_keyed_history,
     count_phase,
     execution_events,
+    launch_keyed,
     launch_many,
     load_flows,
     open_runtime,
@@ -158,3 +161,43 @@ async def test_two_controller_processes_one_acts_the_standby_takes_over_a_sigkil
     for batch, pid in ((first, leader), (second, successor)):
         assert {deciders[r.id].split(":")[2] for r in batch} == {str(pid)}
     assert_nothing_lost_or_doubled(events, [r.id for r in first + second], 2)
+
+
+async def crash_keyed_in_turn(
+    rt: Runtime, processes: list[subprocess.Popen[str]], url: str, steps: list[str], count: int
+) -> None:
+    """One history of a keyed launch plan: the controller SIGKILLed at each step (a process
+    per step, the next one started as a standby while the previous leads, whichever takes
+    the lead first), then a last one that lives; everything ends, each key held."""
+    await register(rt, flows.keyed)
+    made = await launch_keyed(rt, flows.keyed, 0.1, (CUSTOMERS * 2)[:count])
+    engine = await rt.engine()
+    await engine.start()
+    try:
+        crashing = [controller(processes, url, steps[0])]
+        for index in range(len(steps)):
+            if index + 1 < len(steps):
+                crashing.append(controller(processes, url, steps[index + 1]))
+            await killed(crashing[index])
+        controller(processes, url)
+        final = await wait_terminal(rt, [r.id for r in made], within=120)
+    finally:
+        await engine.stop()
+    assert {r.phase for r in final.values()} == {ExecutionPhase.SUCCEEDED}
+    events = await execution_events(rt)
+    assert_keyed_history(events, made, flows.KEY_LIMITS, flows.TOTAL)
+
+
+async def test_sigkill_at_each_step_under_a_keyed_policy_on_sqlite(
+    sqlite_url: str, processes: list[subprocess.Popen[str]]
+) -> None:
+    async with open_runtime(sqlite_url) as rt:
+        steps = ["after_rebuild", "after_decision:2", "mid_write:2", "after_commit:2"]
+        await crash_keyed_in_turn(rt, processes, sqlite_url, steps, 24)
+
+
+async def test_sigkill_under_a_keyed_policy_on_postgresql(
+    pg_url: str, processes: list[subprocess.Popen[str]]
+) -> None:
+    async with open_runtime(pg_url) as rt:
+        await crash_keyed_in_turn(rt, processes, pg_url, ["mid_write:2"], 12)

@@ -157,7 +157,7 @@ def test_late_or_repeated_rows_never_move_an_execution_back() -> None:
     decide(state, book, Caps())
     stale = Tracked(x.id, x.key, x.version, ExecutionPhase.PENDING, 0, x.created_at)
     state.observe(stale)
-    assert x.id in state.queues[x.key].active and not state.queues[x.key].pending
+    assert x.id in state.queues[x.queue_key].active and not state.queues[x.queue_key].pending
 
 
 operations = st.lists(
@@ -195,11 +195,11 @@ def test_limits_and_order_hold_under_any_sequence(
         for key, queue in state.queues.items():
             assert len(queue.active) <= policies[key[2]].max
         for promoted in out.promote:
-            queue = state.queues[promoted.key]
+            queue = state.queues[promoted.queue_key]
             head = queue.head()
             assert head is None or head.order > promoted.order, "promoted out of order"
         assert (
-            not state.queues.get((P, D, "b"))
-            or not state.queues[(P, D, "b")].pending
-            or (len(state.queues[(P, D, "b")].active) < 1)
+            not state.queues.get((P, D, "b", ""))
+            or not state.queues[(P, D, "b", "")].pending
+            or (len(state.queues[(P, D, "b", "")].active) < 1)
         ), "a SKIP execution waits while its launch plan is at its limit"

@@ -52,7 +52,7 @@ def test_at_the_limit_only_skip_executions_behind_a_skip_head_are_skipped() -> N
     skipped, waiting = arrive(state, "skip"), arrive(state, "wait")
     out = decide(state, book, Caps())
     assert [i.id for i, _ in out.skip] == [skipped.id]
-    assert waiting.id in state.queues[(P, D, LP)].pending
+    assert waiting.id in state.queues[(P, D, LP, "")].pending
 
 
 def test_a_skip_execution_behind_a_waiting_head_is_not_skipped_yet() -> None:
@@ -63,7 +63,7 @@ def test_a_skip_execution_behind_a_waiting_head_is_not_skipped_yet() -> None:
     behind = arrive(state, "skip")
     out = decide(state, book, Caps())
     assert out.skip == []
-    assert behind.id in state.queues[(P, D, LP)].pending
+    assert behind.id in state.queues[(P, D, LP, "")].pending
 
 
 def _queue_at_limit(active: int, pending: int, policy: ConcurrencyPolicy) -> ControllerState:
@@ -77,7 +77,7 @@ def _queue_at_limit(active: int, pending: int, policy: ConcurrencyPolicy) -> Con
 
 
 def _reason(state: ControllerState, policy: ConcurrencyPolicy, position: int) -> str:
-    queue = state.queues[(P, D, LP)]
+    queue = state.queues[(P, D, LP, "")]
     item = queue.in_order()[position - 1]
     return wait_reason(state, queue, item, position, VersionBook(v1=policy), Caps())
 
@@ -85,7 +85,7 @@ def _reason(state: ControllerState, policy: ConcurrencyPolicy, position: int) ->
 def test_a_reason_names_its_position_up_to_shown_positions_then_stops_moving() -> None:
     policy = ConcurrencyPolicy(1)
     state = _queue_at_limit(1, SHOWN_POSITIONS + 1, policy)
-    active = state.queues[(P, D, LP)].oldest_active()[0].id
+    active = state.queues[(P, D, LP, "")].oldest_active()[0].id
     shown = _reason(state, policy, SHOWN_POSITIONS)
     assert shown == f"waiting: 1/1 active ({active}), position {SHOWN_POSITIONS}"
     deep = _reason(state, policy, SHOWN_POSITIONS + 1)
@@ -95,7 +95,7 @@ def test_a_reason_names_its_position_up_to_shown_positions_then_stops_moving() -
 def test_a_wait_policy_with_an_aborting_execution_does_not_say_replacing() -> None:
     policy = ConcurrencyPolicy(1)
     state = _queue_at_limit(1, 1, policy)
-    queue = state.queues[(P, D, LP)]
+    queue = state.queues[(P, D, LP, "")]
     running = queue.oldest_active()[0]
     running.phase = ExecutionPhase.ABORTING
     assert _reason(state, policy, 1) == f"waiting: 1/1 active ({running.id}), position 1"
@@ -104,7 +104,7 @@ def test_a_wait_policy_with_an_aborting_execution_does_not_say_replacing() -> No
 def test_a_reason_lists_three_active_executions_and_counts_the_rest() -> None:
     policy = ConcurrencyPolicy(5)
     state = _queue_at_limit(5, 1, policy)
-    ids = [t.id for t in state.queues[(P, D, LP)].oldest_active()]
+    ids = [t.id for t in state.queues[(P, D, LP, "")].oldest_active()]
     expected = f"waiting: 5/5 active ({ids[0]}, {ids[1]}, {ids[2]} and 2 more), position 1"
     assert _reason(state, policy, 1) == expected
 
@@ -112,5 +112,5 @@ def test_a_reason_lists_three_active_executions_and_counts_the_rest() -> None:
 def test_a_reason_lists_exactly_three_active_executions_without_more() -> None:
     policy = ConcurrencyPolicy(3)
     state = _queue_at_limit(3, 1, policy)
-    ids = ", ".join(t.id for t in state.queues[(P, D, LP)].oldest_active())
+    ids = ", ".join(t.id for t in state.queues[(P, D, LP, "")].oldest_active())
     assert _reason(state, policy, 1) == f"waiting: 3/3 active ({ids}), position 1"

@@ -198,6 +198,44 @@ async def _plugins(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None
     assert theirs.name not in (await c.get("/api/v1/plugins")).text
 
 
+@case("GET", "/backfills")
+async def _backfills(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    listed = _json(await c.get("/api/v1/backfills"))
+    assert [(b["id"], b["project"]) for b in listed] == [(mine.backfill, mine.name)]
+
+
+@case("POST", "/backfills")
+async def _create_backfill(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    body = {
+        "launch_plan": "hourly_plan",
+        "start": "2026-01-01T00:00:00Z",
+        "end": "2026-01-01T02:00:00Z",
+        "project": theirs.name,
+    }
+    _not_found(await c.post("/api/v1/backfills", json=body))
+
+
+@case("GET", "/backfills/{backfill_id}")
+async def _backfill(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.get(f"/api/v1/backfills/{theirs.backfill}"))
+    assert _json(await c.get(f"/api/v1/backfills/{mine.backfill}"))["slots"] == 3
+
+
+@case("POST", "/backfills/{backfill_id}/pause")
+async def _pause_backfill(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.post(f"/api/v1/backfills/{theirs.backfill}/pause"))
+
+
+@case("POST", "/backfills/{backfill_id}/resume")
+async def _resume_backfill(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.post(f"/api/v1/backfills/{theirs.backfill}/resume"))
+
+
+@case("POST", "/backfills/{backfill_id}/cancel")
+async def _cancel_backfill(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.post(f"/api/v1/backfills/{theirs.backfill}/cancel"))
+
+
 def _api_routes(sluice: Sluice) -> set[tuple[str, str]]:
     """Every documented operation (the UI's pages and /metrics are not in the schema)."""
     paths = create_app(sluice, authorize=open_scope).openapi()["paths"]

@@ -29,6 +29,7 @@ def printing(lines: int = 3) -> int:
 
 
 plan = sluice.LaunchPlan("echo_plan", echoing)
+hourly = sluice.LaunchPlan("hourly_plan", echoing, schedule=sluice.Schedule(fixed_rate=3600.0))
 waiting = sluice.LaunchPlan(
     "waiting_plan",
     echoing,

@@ -5,6 +5,7 @@ and lock holders, cache entries and reservations, caps."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -41,11 +42,20 @@ class Project:
     execution: str
     pending: str
     node: str = "n0"
+    backfill: str = ""
 
 
 async def _register(sluice: Sluice) -> None:
     await sluice.register_launch_plan(FLOWS.plan, activate=True)
     await sluice.register_launch_plan(FLOWS.waiting, activate=True)
+    await sluice.register_launch_plan(FLOWS.hourly, activate=True)
+
+
+async def _backfill(sluice: Sluice) -> str:
+    """A backfill of the last three hourly slots (nothing runs it here: it stays RUNNING)."""
+    end = datetime.now(UTC) - timedelta(minutes=1)
+    found = await sluice.backfills.create("hourly_plan", end - timedelta(hours=3), end)
+    return found.id
 
 
 async def _holdings(sluice: Sluice, project: str, execution: str, node: str) -> None:
@@ -73,4 +83,4 @@ async def populate(sluice: Sluice, project: str) -> Project:
     second = await sluice.runtime.launch(FLOWS.waiting, {}, project=project)
     pending = second if second.phase is ExecutionPhase.PENDING else first
     await _holdings(sluice, project, execution.id, "n0")
-    return Project(project, execution.id, pending.id)
+    return Project(project, execution.id, pending.id, backfill=await _backfill(sluice))

@@ -41,14 +41,15 @@ async def ls(
     as_json: bool,
 ) -> None:
     """Executions, newest first; PENDING ones with their position in their launch plan's
-    queue (promotion order: priority, then creation) and what they wait for."""
+    queue (their key's, under a keyed policy; promotion order: priority, then creation) and
+    what they wait for."""
     limit = check_count("--limit", limit, InvalidArgumentError, low=1, high=MAX_LIST_LIMIT)
     where = ExecutionFilter(phases=parse_phases(phases), launch_plan=launch_plan)
     async with opened(ctx) as service:
         records = (await service.executions(where, limit=limit)).items
         now = service.now()
     if records and all(r.position is not None for r in records):  # PENDING only: queue order
-        records.sort(key=lambda r: (r.launch_plan or "", r.position or 0))
+        records.sort(key=lambda r: (r.launch_plan or "", r.concurrency_key or "", r.position or 0))
     if as_json:
         print_json(records)
         return
@@ -93,13 +94,17 @@ def ago(when: datetime | float | None, now: float) -> str:
 
 def executions_table(records: list[ExecutionSummary], now: float, width: int = 80) -> Table:
     """One line per execution within `width` columns: long values are cut with an ellipsis
-    (all of them are in `executions show`), never wrapped."""
+    (all of them are in `executions show`), never wrapped. A `key` column (the concurrency
+    key; positions count within it) appears when some execution has one."""
     shown = short_ids([r.id for r in records])
+    keyed = any(r.concurrency_key is not None for r in records)
+    columns = _LS_COLUMNS if not keyed else (*_LS_COLUMNS[:3], ("key", 12), *_LS_COLUMNS[3:])
     rows = [
         (
             shown[r.id],
             r.workflow.rpartition("@")[0],
             r.launch_plan or "",
+            *((r.concurrency_key or "",) if keyed else ()),
             r.phase,
             str(r.position) if r.position is not None else "",
             ago(r.created_at, now),
@@ -108,26 +113,28 @@ def executions_table(records: list[ExecutionSummary], now: float, width: int = 8
         for r in records
     ]
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=0)
-    widths = _column_widths(rows, width)
-    for (column, _), size in zip(_LS_COLUMNS, widths, strict=True):
+    widths = _column_widths(rows, width, columns)
+    for (column, _), size in zip(columns, widths, strict=True):
         table.add_column(column, no_wrap=True, overflow="ellipsis", width=size)
     for row in rows:
         table.add_row(*row)
     return table
 
 
-def _column_widths(rows: Sequence[tuple[str, ...]], width: int) -> list[int]:
+def _column_widths(
+    rows: Sequence[tuple[str, ...]], width: int, columns: Sequence[tuple[str, int]]
+) -> list[int]:
     """Each column as wide as its widest value up to its bound; the reason takes what is
     left of `width` (the box puts one space between columns)."""
     widths = [
         min(bound, max([len(name), *(len(row[i]) for row in rows)]))
-        for i, (name, bound) in enumerate(_LS_COLUMNS[:-1])
+        for i, (name, bound) in enumerate(columns[:-1])
     ]
-    left = width - sum(widths) - (len(_LS_COLUMNS) - 1)
-    return [*widths, max(_LS_COLUMNS[-1][1], left)]
+    left = width - sum(widths) - (len(columns) - 1)
+    return [*widths, max(columns[-1][1], left)]
 
 
-_LS_COLUMNS = (
+_LS_COLUMNS: tuple[tuple[str, int], ...] = (
     ("id", 20),
     ("workflow", 14),
     ("launch plan", 14),

@@ -103,6 +103,11 @@ def _policy_text(policy: dict[str, Any] | None) -> str:
     if not policy:
         return ""
     text = f"max {policy['max']} {policy['behavior']}"
+    if policy.get("key"):
+        overrides = ", ".join(f"{k}: {v}" for k, v in sorted(policy.get("key_max", {}).items()))
+        text += f" per key {policy['key']}" + (f" ({overrides})" if overrides else "")
+        if policy.get("total_max") is not None:
+            text += f", total {policy['total_max']}"
     pending = policy.get("max_pending")
     return text if pending is None else f"{text}, max_pending {pending}"
 

@@ -97,6 +97,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "tokens",
         "API tokens: create, list, revoke.",
     ),
+    "backfill": (
+        "sluice.cli.backfills",
+        "backfill",
+        "Backfills of scheduled launch plans: progress, pause, resume, cancel.",
+    ),
 }
 """Each command: the module and attribute defining it, and its one-line help."""
 
@@ -111,6 +116,8 @@ READ_ONLY = [
     ("concurrency", "status"),
     ("concurrency", "caps", "ls"),
     ("logs",),
+    ("backfill", "ls"),
+    ("backfill", "show"),
 ]
 """Commands that only read: on a SQLite file that does not exist they fail (exit 2, naming
 the path) instead of creating it, its directories and an empty schema to list. `plugins ls`
@@ -214,6 +221,11 @@ def _add_subcommands(name: str, command: click.Command) -> None:
 
         assert isinstance(command, click.Group)
         command.add_command(create)
+    if name == "launchplan":  # `launchplan backfill` lives with the other backfill commands
+        from sluice.cli.backfills import backfill_command
+
+        assert isinstance(command, click.Group)
+        command.add_command(backfill_command)
 
 
 def _existing_database_only(callback: Callable[..., Any]) -> Callable[..., Any]:

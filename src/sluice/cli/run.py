@@ -33,6 +33,11 @@ from sluice.store.records import ExecutionRecord
 @click.option("--overwrite-cache", is_flag=True, help="Skip cache lookups; overwrite entries.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final execution as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not show what tasks print.")
+@click.option(
+    "--idempotency-key",
+    metavar="KEY",
+    help="Run again with the same key: follow the execution it created instead of a new one.",
+)
 @logging_options("WARNING")
 @click.pass_context
 @run_async
@@ -44,6 +49,7 @@ async def run_command(
     overwrite_cache: bool,
     as_json: bool,
     quiet: bool,
+    idempotency_key: str | None,
 ) -> int:
     """Run TARGET (path/to/file.py:workflow, a launch plan or a task) on this machine,
     showing each node's phase and wait reason live. Exit code 0 on success."""
@@ -51,6 +57,7 @@ async def run_command(
         load_target(target),
         InputText(pairs, inputs_json),
         {"overwrite_cache": overwrite_cache},
+        idempotency_key,
     )  # every input error before the store opens
     async with opened(ctx, role="run") as service:
         output = None if quiet or as_json else task_output()  # task lines, above the table

@@ -23,7 +23,7 @@ from sluice.concurrency.caps import CapsService
 from sluice.concurrency.decide import Caps, Decisions, decide, wait_reason
 from sluice.concurrency.leader import LeaderLock
 from sluice.concurrency.metrics import ControllerMetrics
-from sluice.concurrency.queues import ControllerState, LaunchPlanKey, Tracked
+from sluice.concurrency.queues import ControllerState, QueueKey, Tracked
 from sluice.concurrency.repository import ConcurrencyRepository
 from sluice.concurrency.writer import DecisionWriter, LostLeadership
 from sluice.config import ConcurrencyConfig
@@ -71,7 +71,7 @@ class ConcurrencyController:
         self._writer: DecisionWriter | None = None
         self._changed: set[str] = set()
         self._rules_stale = True  # policies and caps to re-read before the next decision
-        self._reason_keys: set[LaunchPlanKey] = set()
+        self._reason_keys: set[QueueKey] = set()
         self._wake = asyncio.Event()
         self._rescan_now = False
 
@@ -200,8 +200,9 @@ class ConcurrencyController:
             rows = await ConcurrencyRepository(repos.conn).non_terminal()
         state = ControllerState()
         for item, ended_at in rows:
-            state.observe(item, ended_at)
+            state.observe(self._grouped(item), ended_at)
         state.mark_all_dirty()
+        state.carry_turns(self.state)
         self.state = state
         await self._absorb()
         crash_point("controller.after_rebuild")
@@ -235,7 +236,7 @@ class ConcurrencyController:
             for key in arrivals:
                 rows += await repo.pending_of(key)
         for item, ended_at in rows:
-            self.state.observe(item, ended_at)
+            self.state.observe(self._grouped(item), ended_at)
         if not all(self.policies.knows(item) for item, _ in rows):
             await self._load_rules()  # a launch plan notification has not arrived yet
 
@@ -246,8 +247,33 @@ class ConcurrencyController:
             caps = await CapsRepository(repos.conn).effective()
         self.policies = PolicyTable(records)
         self.caps = Caps(caps)
+        self._regroup()
         self.state.capped_projects = {project for project, _ in caps}
+        self.state.shared_plans = self.policies.with_total_max()
         self.state.mark_all_dirty()
+
+    def _group_of(self, item: Tracked) -> str:
+        """The key `item` is queued under: its stored key while its policy is keyed."""
+        if not item.concurrency_key:
+            return ""
+        policy = self.policies.policy(item)
+        return item.concurrency_key if policy is not None and policy.key is not None else ""
+
+    def _grouped(self, item: Tracked) -> Tracked:
+        item.group = self._group_of(item)
+        return item
+
+    def _regroup(self) -> None:
+        """After the policies change, executions whose queue changed (a keyed policy became
+        ACTIVE, or an unkeyed one) are queued again: memory is rebuilt from itself."""
+        items = list(self.state.executions.values())
+        if all(self._group_of(item) == item.group for item in items):
+            return
+        state = ControllerState()
+        for item in items:
+            state.observe(self._grouped(item))
+        state.carry_turns(self.state)
+        self.state = state
 
     async def _write(self, decisions: Decisions) -> None:
         """Write a batch; if that fails, memory is ahead of the store, so the error ends this
@@ -261,7 +287,7 @@ class ConcurrencyController:
 
     def _measure(self, decisions: Decisions, committed_at: float) -> None:
         for item in decisions.promote:
-            queue = self.state.queues.get(item.key)
+            queue = self.state.queues.get(item.queue_key)
             if queue is not None and queue.freed_at:
                 self.latencies.append(committed_at - queue.freed_at.popleft())
                 if self.metrics is not None:

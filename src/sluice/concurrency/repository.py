@@ -32,6 +32,7 @@ _VIEW = (
     _t.c.created_at,
     _t.c.ended_at,
     _t.c.reason,
+    _t.c.concurrency_key,
 )
 
 
@@ -46,6 +47,7 @@ def _tracked(row: Any) -> tuple[Tracked, float | None]:
         priority=row.priority,
         created_at=row.created_at,
         reason=row.reason,
+        concurrency_key=sys.intern(row.concurrency_key or ""),
     )
     return item, row.ended_at
 
@@ -133,14 +135,22 @@ class ConcurrencyRepository:
                 .values(version=n.c.version + 1)
             )
 
-    async def pending_order(self, project: str, domain: str, launch_plan: str | None) -> list[str]:
-        """PENDING ids of one launch plan name in promotion order (priority, creation)."""
+    async def pending_order(
+        self,
+        project: str,
+        domain: str,
+        launch_plan: str | None,
+        concurrency_key: str | None = None,
+    ) -> list[str]:
+        """PENDING ids of one launch plan name (of one key of it, when given) in promotion
+        order (priority, creation)."""
         lp = _t.c.launch_plan == launch_plan if launch_plan else _t.c.launch_plan.is_(None)
-        query = (
-            sa.select(_t.c.id)
-            .where(_t.c.project == project, _t.c.domain == domain, lp, _t.c.phase == _PENDING)
-            .order_by(_t.c.priority.desc(), _t.c.created_at, _t.c.id)
+        query = sa.select(_t.c.id).where(
+            _t.c.project == project, _t.c.domain == domain, lp, _t.c.phase == _PENDING
         )
+        if concurrency_key is not None:
+            query = query.where(sa.func.coalesce(_t.c.concurrency_key, "") == concurrency_key)
+        query = query.order_by(_t.c.priority.desc(), _t.c.created_at, _t.c.id)
         return [row.id for row in await self._conn.execute(query)]
 
     async def pending_counts(self) -> list[dict[str, Any]]:

@@ -16,10 +16,11 @@ from sluice.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
-from sluice.executions.policies import UNDECIDED_REASON, needs_controller
+from sluice.executions.policies import UNDECIDED_REASON, concurrency_key_of, needs_controller
 from sluice.ids import new_execution_id
 from sluice.locks.names import capacity_of, fill_template, template_problem
 from sluice.resources.models import Claim
+from sluice.spec.keys import key_fields
 from sluice.spec.models import Binding, LaunchPlanSpec, NodeSpec, TaskSpec, WorkflowSpec
 from sluice.spec.names import check_entity_name, check_scope_name
 from sluice.spec.phases import ExecutionPhase
@@ -103,29 +104,65 @@ async def create_execution(
     decides, see executions/policies.py), else QUEUED. Returns None when this schedule
     firing exists already. Names, and claims that could never be granted (see
     `check_launch`), are refused before anything is written."""
+    record = await prepare_execution(
+        project, domain, workflow, inputs, launch_plan, options, clock.now(), limits
+    )
+    record.id, record.scheduled_at = execution_id or record.id, scheduled_at
+    async with store.write() as repos:
+        if not await write_execution(repos, notifier, record, workflow, launch_plan):
+            return None
+    return record
+
+
+async def prepare_execution(
+    project: str,
+    domain: str,
+    workflow: WorkflowSpec,
+    inputs: Mapping[str, Any],
+    launch_plan: LaunchPlanSpec | None,
+    options: Mapping[str, Any] | None,
+    now: float,
+    limits: ClaimLimits | None = None,
+) -> ExecutionRecord:
+    """The record of a new execution, its inputs merged and every launch check made; nothing
+    is written."""
     values = merge_inputs(workflow, inputs, launch_plan)
     await check_launch(workflow, values, project, domain, launch_plan, limits)
-    now = clock.now()
     record = _new_record(project, domain, workflow, values, launch_plan, now)
-    record.id, record.scheduled_at = execution_id or record.id, scheduled_at
     record.options = dict(options or {})
     if launch_plan is not None and launch_plan.overwrite_cache:
         record.options["overwrite_cache"] = True
-    async with store.write() as repos:
-        await repos.specs.put_workflow(project, domain, workflow, now)
-        if launch_plan is not None:
-            await repos.launch_plans.put(project, domain, launch_plan, now)
-        if await needs_controller(repos, project, domain, launch_plan):
-            record.phase, record.reason = ExecutionPhase.PENDING, UNDECIDED_REASON
-        if not await repos.executions.insert(record):
-            return None
-        nodes = [NodeRecord(record.id, n.id, updated_at=now) for n in workflow.nodes]
-        await repos.nodes.insert_many(nodes)
-        event = EventRecord(record.id, record.phase.value, now, reason=record.reason)
-        await repos.events.append([event])
-        if notifier is not None:
-            await notifier.publish(repos.conn, EXECUTIONS_CHANNEL, record.id)
     return record
+
+
+async def write_execution(
+    repos: Repos,
+    notifier: Notifier | None,
+    record: ExecutionRecord,
+    workflow: WorkflowSpec,
+    launch_plan: LaunchPlanSpec | None,
+) -> bool:
+    """Write a prepared execution, its nodes and its first event inside the caller's
+    transaction, registering its workflow and launch plan version; False (nothing of the
+    execution written) when its id or its schedule firing exists already."""
+    project, domain, now = record.project, record.domain, record.created_at
+    await repos.specs.put_workflow(project, domain, workflow, now)
+    if launch_plan is not None:
+        await repos.launch_plans.put(project, domain, launch_plan, now)
+    pending, policy = await needs_controller(repos, project, domain, launch_plan)
+    if pending:
+        record.phase, record.reason = ExecutionPhase.PENDING, UNDECIDED_REASON
+        name = launch_plan.name if launch_plan else ""
+        record.concurrency_key = concurrency_key_of(policy, record.inputs, name)
+    if not await repos.executions.insert(record):
+        return False
+    nodes = [NodeRecord(record.id, n.id, updated_at=now) for n in workflow.nodes]
+    await repos.nodes.insert_many(nodes)
+    event = EventRecord(record.id, record.phase.value, now, reason=record.reason)
+    await repos.events.append([event])
+    if notifier is not None:
+        await notifier.publish(repos.conn, EXECUTIONS_CHANNEL, record.id)
+    return True
 
 
 async def check_launch(
@@ -157,12 +194,25 @@ def check_definitions(
     check_entity_name("workflow name", workflow.name, InputError)
     if launch_plan is not None:
         check_entity_name("launch plan name", launch_plan.name, InputError)
+        _check_key(workflow, launch_plan)
     for task in workflow.tasks.values():
         check_entity_name("task name", task.name, InputError)
         for spec in task.claims.locks:
             problem = "" if spec.function else template_problem(spec, task.interface)
             if problem:
                 raise DefinitionError(f"task {task.name!r}: locks: {problem}")
+
+
+def _check_key(workflow: WorkflowSpec, launch_plan: LaunchPlanSpec) -> None:
+    policy = launch_plan.concurrency
+    if policy is None or policy.key is None:
+        return
+    for field in key_fields(policy.key):
+        if field not in workflow.interface.inputs:
+            raise DefinitionError(
+                f"launch plan {launch_plan.name!r}: concurrency key {policy.key!r} reads "
+                f"{field!r}, which is not an input; inputs are {sorted(workflow.interface.inputs)}"
+            )
 
 
 async def _check_task(

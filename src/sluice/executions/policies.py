@@ -9,12 +9,13 @@ launch plan.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from sluice.errors import DefinitionError
+from sluice.errors import DefinitionError, InputError
+from sluice.spec.keys import fill_key
 from sluice.spec.models import ConcurrencyPolicy, LaunchPlanSpec
 from sluice.store.records import LaunchPlanRecord
 from sluice.store.repositories import CapsRepository, LaunchPlanRepository
@@ -43,14 +44,44 @@ async def governing_policy(
     return launch_plan_spec(active.spec).concurrency
 
 
+async def is_keyed(
+    repos: Repos, project: str, domain: str, name: str | None, version: str | None
+) -> bool:
+    """Whether the policy governing executions of `name` (created by `version`) is keyed."""
+    if not name:
+        return False
+    record = await repos.launch_plans.active(project, domain, name)
+    if record is None and version is not None:
+        record = await repos.launch_plans.get(project, domain, name, version)
+    policy = launch_plan_spec(record.spec).concurrency if record is not None else None
+    return policy is not None and policy.key is not None
+
+
 async def needs_controller(
     repos: Repos, project: str, domain: str, launch_plan: LaunchPlanSpec | None
-) -> bool:
-    """True when a new execution must wait PENDING for the controller's decision: a policy
-    governs its launch plan name, or a platform cap governs its project or domain."""
-    if launch_plan is not None and await governing_policy(repos, project, domain, launch_plan):
-        return True
-    return await CapsRepository(repos.conn).applies(project, domain)
+) -> tuple[bool, ConcurrencyPolicy | None]:
+    """Whether a new execution must wait PENDING for the controller's decision (a policy
+    governs its launch plan name, or a platform cap governs its project or domain), and the
+    governing policy."""
+    policy = None
+    if launch_plan is not None:
+        policy = await governing_policy(repos, project, domain, launch_plan)
+        if policy is not None:
+            return True, policy
+    return await CapsRepository(repos.conn).applies(project, domain), policy
+
+
+def concurrency_key_of(
+    policy: ConcurrencyPolicy | None, values: Mapping[str, Any], launch_plan: str
+) -> str | None:
+    """The key a keyed policy gives an execution with these inputs (None without a key);
+    InputError when the inputs cannot fill the template."""
+    if policy is None or policy.key is None:
+        return None
+    try:
+        return fill_key(policy.key, values)
+    except ValueError as exc:
+        raise InputError(f"launch plan {launch_plan!r}: {exc}") from None
 
 
 class PolicyTable:
@@ -66,6 +97,12 @@ class PolicyTable:
             self.versions[(*key, record.version)] = policy
             if record.state == LaunchPlanRepository.ACTIVE:
                 self.active[key] = policy
+
+    def with_total_max(self) -> set[tuple[str, str, str]]:
+        """Launch plan names some version of which bounds the total over its keys."""
+        return {key[:3] for key, policy in self.versions.items() if policy and policy.total_max} | {
+            key for key, policy in self.active.items() if policy and policy.total_max
+        }
 
     def knows(self, item: Governed) -> bool:
         """Whether `item`'s own version is in the table (every execution's version is

@@ -64,6 +64,32 @@ def firing_times(
     return sorted(times)
 
 
+def slots_between(
+    schedule: Schedule, anchor: float, start: float, end: float, limit: int
+) -> list[float]:
+    """Every nominal firing time t with start <= t <= end, oldest first, on the same grid as
+    `firing_times` (a fixed rate's slots are anchor + k * rate for any integer k, before the
+    anchor too). ValueError naming the count when there are more than `limit`."""
+    if schedule.fixed_rate is not None:
+        rate = schedule.fixed_rate
+        first_k = math.ceil((start - anchor) / rate - 1e-9)
+        last_k = math.floor((end - anchor) / rate + 1e-9)
+        if last_k - first_k + 1 > limit:
+            raise ValueError(f"{last_k - first_k + 1} slots, more than {limit}")
+        return [anchor + k * rate for k in range(first_k, last_k + 1)]
+    assert schedule.cron is not None
+    from croniter import croniter
+
+    it = croniter(schedule.cron, datetime.fromtimestamp(start - 1.0, ZoneInfo(schedule.timezone)))
+    slots: list[float] = []
+    while (t := float(it.get_next(float))) <= end:
+        if t >= start:
+            slots.append(t)
+        if len(slots) > limit:
+            raise ValueError(f"more than {limit} slots")
+    return slots
+
+
 def next_firing(schedule: Schedule, anchor: float, now: float) -> float:
     """The first nominal firing time after `now`."""
     if schedule.fixed_rate is not None:

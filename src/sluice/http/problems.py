@@ -9,6 +9,7 @@ Every error response is `application/problem+json` with `type`, `title`, `status
 | Unauthorized (missing or bad token) | 401 |
 | PermissionDeniedError (read-only token, another project's write), Forbidden (cross-site) | 403 |
 | NotFoundError (and anything of another project) | 404 |
+| ConflictError (an idempotency key used for another request) | 409 |
 | StoreError (unreachable, gone, behind), BackendUnavailableError, MissingDependencyError | 503 |
 | anything else | 500, with a fixed detail: never a traceback, a URL or a secret |
 
@@ -29,6 +30,7 @@ from starlette.exceptions import HTTPException
 
 from sluice.errors import (
     BackendUnavailableError,
+    ConflictError,
     InvalidArgumentError,
     MissingDependencyError,
     NotFoundError,
@@ -64,6 +66,7 @@ _STATUS: list[tuple[type[BaseException], int, str]] = [
     (Forbidden, 403, "forbidden"),
     (PermissionDeniedError, 403, "forbidden"),
     (NotFoundError, 404, "not-found"),
+    (ConflictError, 409, "conflict"),
     (InvalidArgumentError, 422, "invalid-argument"),
     (StoreError, 503, "unavailable"),  # unreachable, gone, not a database, schema behind
     (BackendUnavailableError, 503, "unavailable"),
@@ -75,6 +78,7 @@ _TITLES = {
     403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
+    409: "Conflict",
     422: "Invalid argument",
     500: "Internal Server Error",
     503: "Service Unavailable",

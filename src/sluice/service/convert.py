@@ -50,6 +50,9 @@ def _summary_fields(record: ExecutionRecord, now: float, position: int | None) -
         "duration": duration(record, now),
         "position": position,
         "owner": record.owner,
+        "concurrency_key": record.concurrency_key,
+        "backfill_id": record.backfill_id,
+        "scheduled_at": m.utc(record.scheduled_at),
     }
 
 

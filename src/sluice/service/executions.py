@@ -11,6 +11,7 @@ from datetime import datetime
 
 from sluice.concurrency.repository import ConcurrencyRepository
 from sluice.errors import InvalidArgumentError, NotFoundError
+from sluice.executions.policies import is_keyed
 from sluice.logs import index as log_index
 from sluice.service import convert
 from sluice.service import models as m
@@ -82,16 +83,31 @@ async def page(
 
 
 async def pending_positions(repos: Repos, records: list[ExecutionRecord]) -> dict[str, int]:
-    """Each PENDING execution's place (1 = next) in its launch plan name's queue, now."""
+    """Each PENDING execution's place (1 = next) in its queue now: its launch plan name's, or
+    its key's while the policy governing the name is keyed."""
     queues = {
-        (r.project, r.domain, r.launch_plan) for r in records if r.phase is ExecutionPhase.PENDING
+        (r.project, r.domain, r.launch_plan, r.launch_plan_version, r.concurrency_key or "")
+        for r in records
+        if r.phase is ExecutionPhase.PENDING
     }
+    repo = ConcurrencyRepository(repos.conn)
     positions: dict[str, int] = {}
-    for project, domain, launch_plan in queues:
-        order = await ConcurrencyRepository(repos.conn).pending_order(project, domain, launch_plan)
+    keyed: dict[tuple[str, str, str | None, str | None], bool] = {}
+    for project, domain, launch_plan, version, key in queues:
+        where = (project, domain, launch_plan, version)
+        if where not in keyed:
+            keyed[where] = await is_keyed(repos, project, domain, launch_plan, version)
+        order = await repo.pending_order(
+            project, domain, launch_plan, key if keyed[where] else None
+        )
         positions.update({execution_id: i for i, execution_id in enumerate(order, 1)})
     listed = {r.id for r in records}
     return {k: v for k, v in positions.items() if k in listed}
+
+
+def queue_order(summary: m.ExecutionSummary) -> tuple[str, str, int]:
+    """PENDING executions in the order of their queues (launch plan, key), then position."""
+    return (summary.launch_plan or "", summary.concurrency_key or "", summary.position or 0)
 
 
 async def by_id_or_prefix(

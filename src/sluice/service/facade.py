@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sluice.clock import Clock
 from sluice.concurrency.caps import CapsService
@@ -23,24 +23,18 @@ from sluice.errors import (
     PermissionDeniedError,
     StoreGoneError,
 )
-from sluice.executions.launch import merge_inputs, request_abort
+from sluice.executions.launch import request_abort
 from sluice.executions.launch_plans import LaunchPlanService
 from sluice.executions.policies import launch_plan_spec
 from sluice.executions.schedules import next_firing
 from sluice.runtime import Runtime
-from sluice.service import convert, inventory, serving, visibility
+from sluice.service import convert, inventory, launching, serving, visibility
 from sluice.service import executions as ex
 from sluice.service import logs as task_logs
 from sluice.service import models as m
-from sluice.service.inputs import Inputs, resolve_inputs
-from sluice.service.local import (
-    LocalRun,
-    await_decision,
-    controller_only,
-    drive_here,
-    prepare_launch_plan,
-    until_terminal,
-)
+from sluice.service.backfills import Backfills
+from sluice.service.inputs import Inputs
+from sluice.service.local import LocalRun, drive_here, prepare_launch_plan, until_terminal
 from sluice.service.requests import RunRequest, Scope
 from sluice.service.targets import launch_plan_of
 from sluice.service.tokens import Tokens
@@ -49,8 +43,9 @@ from sluice.spec.phases import ExecutionPhase
 from sluice.spec.values import MAX_LIST_LIMIT, check_count
 from sluice.store.records import ExecutionRecord, LaunchPlanRecord
 
-DECISION_WAIT = 15.0
-"""Seconds `create` waits for the controller's decision about a new execution."""
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 _NEXT_FIRINGS = 5
 
 
@@ -184,7 +179,7 @@ class Sluice:
         """PENDING executions in promotion order per launch plan, with positions and reasons."""
         where = ex.ExecutionFilter(phases=[ExecutionPhase.PENDING], launch_plan=launch_plan)
         listed = await self.executions(where, limit=MAX_LIST_LIMIT)
-        return sorted(listed.items, key=lambda r: (r.launch_plan or "", r.position or 0))
+        return sorted(listed.items, key=ex.queue_order)
 
     def _within_scope(self, where: ex.ExecutionFilter) -> ex.ExecutionFilter:
         if self.scope.projects is None:
@@ -211,7 +206,12 @@ class Sluice:
         await runtime.check_launch(request.target, request.values, request.options)
         await runtime.warm_up_plugins()  # workers start while the execution is written
         await prepare_launch_plan(runtime, request.target)
-        record = await runtime.launch(request.target, request.values, options=request.options)
+        record = await runtime.launch(
+            request.target,
+            request.values,
+            options=request.options,
+            idempotency_key=request.idempotency_key,
+        )
         async with drive_here(runtime, record) as local:
             yield local
 
@@ -220,6 +220,12 @@ class Sluice:
             return await local.wait()
 
     async def create(
+        self, launch_plan: str, inputs: Inputs, **options: Unpack[launching.CreateOptions]
+    ) -> m.ExecutionSummary:
+        """`create_launched`'s execution."""
+        return (await self.create_launched(launch_plan, inputs, **options)).execution
+
+    async def create_launched(
         self,
         launch_plan: str,
         inputs: Inputs,
@@ -227,23 +233,18 @@ class Sluice:
         project: str | None = None,
         domain: str | None = None,
         wait: bool = False,
-    ) -> m.ExecutionSummary:
-        """An execution of the ACTIVE version of `launch_plan`, with the controller's decision
-        (QUEUED, PENDING with its position and reason, or SKIPPED); with `wait`, driven here
-        to its end if no engine takes it."""
+        idempotency_key: str | None = None,
+    ) -> m.Launched:
+        """An execution of the ACTIVE version of `launch_plan` with the controller's decision
+        (QUEUED, PENDING, SKIPPED); with `wait`, driven here to its end. An `idempotency_key`
+        (HTTP `Idempotency-Key`, gRPC request id) that created one already gives it back."""
         project, domain = self._project_domain(project, domain)
         self._may_write(project)
-        check_entity_name("launch plan name", launch_plan)
-        spec, workflow = await self._launch_plans(project, domain).active(launch_plan)
-        values = resolve_inputs(workflow, inputs)
-        merge_inputs(workflow, values, spec)  # every input error before anything is written
-        runtime = self.runtime
-        record = await runtime.launch_spec(workflow, spec, values, project=project, domain=domain)
-        async with drive_here(runtime, record) if wait else controller_only(runtime, record):
-            record = await await_decision(runtime, record.id, DECISION_WAIT)
-            if wait and not record.phase.is_terminal:
-                record = await until_terminal(self.runtime, record.id, None)
-        return await self._summary(record)
+        plans = self._launch_plans(project, domain)
+        record, replayed = await launching.create(
+            self.runtime, plans, launch_plan, inputs, wait=wait, idempotency_key=idempotency_key
+        )
+        return m.Launched(execution=await self._summary(record), replayed=replayed)
 
     async def abort(
         self,
@@ -452,6 +453,10 @@ class Sluice:
         return await serving.serve(
             self.runtime, stop, engine=engine, schedules=schedules, ready=ready, hurry=hurry
         )
+
+    @property
+    def backfills(self) -> Backfills:
+        return Backfills(self.runtime, self.scope)
 
     @property
     def tokens(self) -> Tokens:

@@ -47,8 +47,23 @@ class ExecutionSummary(View):
     duration: float | None = None
     """Seconds from start to end (or to now while running); None before it starts."""
     position: int | None = None
-    """A PENDING execution's place in its launch plan's queue (1 = next)."""
+    """A PENDING execution's place in its launch plan's queue (1 = next), in its key's queue
+    under a keyed policy."""
     owner: str | None = None
+    concurrency_key: str | None = None
+    """The key a keyed concurrency policy gave it (None without one)."""
+    backfill_id: str | None = None
+    """The backfill that created it, if one did."""
+    scheduled_at: datetime | None = None
+    """The schedule slot it runs (a schedule firing's or a backfill's), if any."""
+
+
+class Launched(View):
+    """A create's answer: the execution, and whether its idempotency key had created it
+    already (`replayed`: nothing new was written; the HTTP API answers 200, not 201)."""
+
+    execution: ExecutionSummary
+    replayed: bool = False
 
 
 class Attempt(View):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluice.executions.idempotency import check_key
 from sluice.executions.launch import merge_inputs
 from sluice.runtime import resolve_target
 from sluice.service.inputs import Inputs, resolve_inputs
@@ -29,10 +30,20 @@ class RunRequest:
     target: Any
     values: dict[str, Any]
     options: dict[str, Any] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    """A retried run with the same key drives the execution the first one created."""
 
     @classmethod
-    def of(cls, target: Any, inputs: Inputs, options: dict[str, Any] | None = None) -> RunRequest:
+    def of(
+        cls,
+        target: Any,
+        inputs: Inputs,
+        options: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> RunRequest:
         workflow, launch_plan = resolve_target(target)
         values = resolve_inputs(workflow, inputs)
         merge_inputs(workflow, values, launch_plan)  # every input error, before the store opens
-        return cls(target, values, dict(options or {}))
+        if idempotency_key is not None:
+            check_key(idempotency_key)
+        return cls(target, values, dict(options or {}), idempotency_key)

@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 
 from sluice.errors import StoreGoneError
+from sluice.executions.backfill_runner import BackfillRunner
 from sluice.executions.schedules import ScheduleRunner
 from sluice.runtime import Runtime
 from sluice.service.local import run_controller_candidate
@@ -50,13 +51,16 @@ async def serve(
     ready: Ready = nothing,
     hurry: asyncio.Event | None = None,
 ) -> StoreGoneError | None:
-    """Lead (or stand by for) the controller, fire schedules and, with `engine`, drive
-    executions, until `stop` completes (None, after draining the engine, see run_engine) or
-    the store is gone for good (its error)."""
+    """Lead (or stand by for) the controller, fire schedules, step backfills and, with
+    `engine`, drive executions, until `stop` completes (None, after draining the engine, see
+    run_engine) or the store is gone for good (its error)."""
     settings = runtime.settings
     runner = ScheduleRunner(runtime.store, runtime.notifier, runtime.clock, settings.concurrency)
+    backfills = BackfillRunner(runtime.store, runtime.notifier, runtime.clock)
     async with run_controller_candidate(runtime, metrics=True):
-        firing = asyncio.create_task(runner.run()) if schedules else None
+        tasks = [asyncio.create_task(backfills.run(), name="sluice-backfills")]
+        if schedules:
+            tasks.append(asyncio.create_task(runner.run(), name="sluice-schedules"))
         try:
             if not engine:
                 ready()
@@ -64,10 +68,10 @@ async def serve(
                 return None
             return await run_engine(runtime, stop, ready, hurry)
         finally:
-            if firing is not None:
-                firing.cancel()
+            for task in tasks:
+                task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await firing
+                    await task
 
 
 async def _until(

@@ -8,12 +8,13 @@ the plugins read them. User-facing constructors (`Quota`, `ConcurrencyPolicy`, `
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from sluice.errors import InvalidPolicyError, InvalidQuotaError
+from sluice.spec.keys import key_fields
 from sluice.spec.names import check_namespace_name
 from sluice.spec.types import TypeSpec
 from sluice.spec.values import check_count, check_seconds
@@ -163,11 +164,20 @@ class ConcurrencyPolicy:
     WAIT queues it as PENDING (promoted by priority, then creation time), SKIP ends it as
     SKIPPED, REPLACE aborts the oldest active one. `max_pending` bounds the WAIT queue: a
     creation beyond it is SKIPPED.
+
+    With `key` (a template over the execution's inputs, e.g. "{customer}"), every rule above
+    holds per key instead: `max` active executions per key (`key_max` gives some keys their
+    own), `max_pending` waiting per key, SKIP and REPLACE judged within the key; keys with
+    waiting executions take turns (round robin) when they compete for room. `total_max`
+    bounds the active executions of all keys together.
     """
 
     max: int
     behavior: ConcurrencyBehavior = ConcurrencyBehavior.WAIT
     max_pending: int | None = None
+    key: str | None = None
+    key_max: dict[str, int] = field(default_factory=dict)
+    total_max: int | None = None
 
     def __post_init__(self) -> None:
         check_count("ConcurrencyPolicy max", self.max, InvalidPolicyError, low=1)
@@ -180,6 +190,46 @@ class ConcurrencyPolicy:
             ) from None
         if self.max_pending is not None:
             check_count("ConcurrencyPolicy max_pending", self.max_pending, InvalidPolicyError)
+        self._check_key()
+
+    def _check_key(self) -> None:
+        if self.key is None:
+            if self.key_max or self.total_max is not None:
+                raise InvalidPolicyError(
+                    "ConcurrencyPolicy key_max and total_max need a key (a template over the "
+                    "inputs, e.g. key='{customer}')"
+                )
+            return
+        if not isinstance(self.key, str) or not self.key.strip():
+            raise InvalidPolicyError(f"ConcurrencyPolicy key must be a template, got {self.key!r}")
+        try:
+            fields = key_fields(self.key)
+        except ValueError as exc:
+            raise InvalidPolicyError(f"ConcurrencyPolicy key {self.key!r}: {exc}") from None
+        if not fields:
+            raise InvalidPolicyError(
+                f"ConcurrencyPolicy key {self.key!r} names no input: every execution would "
+                "share one key; use max without a key"
+            )
+        if not isinstance(self.key_max, dict):
+            raise InvalidPolicyError(
+                f"ConcurrencyPolicy key_max must be a dict of key -> max, got {self.key_max!r}"
+            )
+        for name, value in self.key_max.items():
+            if not isinstance(name, str):
+                raise InvalidPolicyError(f"ConcurrencyPolicy key_max key {name!r} is not a str")
+            check_count(f"ConcurrencyPolicy key_max[{name!r}]", value, InvalidPolicyError, low=1)
+        if self.total_max is not None:
+            check_count("ConcurrencyPolicy total_max", self.total_max, InvalidPolicyError, low=1)
+            if self.behavior is ConcurrencyBehavior.REPLACE:
+                raise InvalidPolicyError(
+                    "ConcurrencyPolicy total_max works with WAIT or SKIP: REPLACE replaces "
+                    "within a key"
+                )
+
+    def limit_for(self, key: str) -> int:
+        """The most active executions of one key (`max` without a key: of the name)."""
+        return self.key_max.get(key, self.max)
 
 
 @dataclass(frozen=True)
@@ -242,3 +292,19 @@ class LaunchPlanSpec(SpecModel):
     concurrency: ConcurrencyPolicy | None = None
     priority: int = 0
     overwrite_cache: bool = False
+
+    @field_serializer("concurrency")
+    def _concurrency(self, policy: ConcurrencyPolicy | None) -> dict[str, Any] | None:
+        """The policy's fields, leaving out the keyed ones while they are unset: a policy
+        without a key serializes as it did before they existed, so its version (a digest of
+        the spec) stays the same."""
+        if policy is None:
+            return None
+        data: dict[str, Any] = {
+            "max": policy.max,
+            "behavior": policy.behavior.value,
+            "max_pending": policy.max_pending,
+        }
+        if policy.key is not None:
+            data.update(key=policy.key, key_max=dict(policy.key_max), total_max=policy.total_max)
+        return data

@@ -34,6 +34,9 @@ class ExecutionRecord:
     owner_epoch: int = 0
     """Bumped by every claim: the fencing token of the owner's writes (migration 0007)."""
     version: int = 0
+    concurrency_key: str | None = None
+    backfill_id: str | None = None
+    slot_generation: int = 0
 
     @property
     def workflow_key(self) -> str:

@@ -112,6 +112,12 @@ executions = sa.Table(
     # Bumped by every claim; an owner's writes name it (migration 0007).
     sa.Column("owner_epoch", sa.Integer, nullable=False, server_default="0"),
     sa.Column("version", sa.Integer, nullable=False, server_default="0"),
+    # Keyed concurrency, backfills (migration 0008): the concurrency key the governing policy
+    # gave at creation, the backfill that created it, and which run of its schedule slot it
+    # is (0: the first; a backfill's reprocess makes 1, 2, ...).
+    _name("concurrency_key", nullable=True),
+    _name("backfill_id", 64, nullable=True),
+    sa.Column("slot_generation", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_executions_phase", "phase"),
     sa.Index("ix_executions_launch_plan", "project", "domain", "launch_plan", "phase"),
     # Listings newest first (`executions ls`, GET /api/v1/executions) walk this, not a sort.
@@ -122,9 +128,11 @@ executions = sa.Table(
         "domain",
         "launch_plan",
         "scheduled_at",
+        "slot_generation",
         unique=True,
         sqlite_where=sa.text("scheduled_at IS NOT NULL"),  # PostgreSQL's: see above
     ),
+    sa.Index("ix_executions_backfill", "backfill_id", "phase"),
 )
 
 node_executions = sa.Table(
@@ -343,4 +351,52 @@ api_tokens = sa.Table(
     sa.Column("read_only", sa.Boolean, nullable=False),
     _time("created_at"),
     _time("revoked_at", True),
+)
+
+# Idempotent creation (executions/idempotency.py): a caller's key, per project, and a hash of
+# the request it came with, written in the same transaction as the execution it created, so
+# neither exists without the other. A key is live until `expires_at`; after that it may be
+# taken again.
+idempotency_keys = sa.Table(
+    "idempotency_keys",
+    metadata,
+    _name("project", primary_key=True),
+    _name("key", primary_key=True),
+    _name("request_hash", 64, nullable=False),
+    _name("execution_id", 64, nullable=False),
+    _time("created_at"),
+    _time("expires_at"),
+    sa.Index("ix_idempotency_keys_expires", "expires_at"),
+)
+
+# Backfills (executions/backfills.py): one row per backfill, and one per schedule slot it
+# runs, planned when it is created; an execution with the slot's deterministic id is created
+# for each slot as the backfill's cap allows. State: RUNNING, PAUSED, CANCELLED, DONE.
+backfills = sa.Table(
+    "backfills",
+    metadata,
+    _name("id", 64, primary_key=True),
+    _name("project", nullable=False),
+    _name("domain", nullable=False),
+    _name("launch_plan", nullable=False),
+    _name("launch_plan_version", 128, nullable=False),
+    _time("start_at"),
+    _time("end_at"),
+    _name("reprocess", 16, nullable=False),
+    sa.Column("max_active", sa.Integer, nullable=False),
+    _name("state", 16, nullable=False),
+    sa.Column("slots", sa.Integer, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False, server_default=""),
+    _time("created_at"),
+    _time("updated_at"),
+    sa.Index("ix_backfills_state", "state"),
+)
+
+backfill_slots = sa.Table(
+    "backfill_slots",
+    metadata,
+    _name("backfill_id", 64, primary_key=True),
+    sa.Column("slot_at", sa.Double, primary_key=True, autoincrement=False),
+    sa.Column("generation", sa.Integer, nullable=False),
+    _name("execution_id", 64, nullable=False),
 )

@@ -6,10 +6,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import Query
+from fastapi import Header, Query, Response
 from pydantic import BaseModel, Field
 
 from sluice.http.api.base import Service, api_routes
+from sluice.http.problems import Problem
 from sluice.service import ExecutionFilter, parse_phases
 from sluice.service import models as m
 from sluice.spec.values import MAX_LIST_LIMIT
@@ -51,13 +52,37 @@ async def list_executions(
     return await sluice.executions(where, limit=limit, cursor=cursor)
 
 
-@router.post("/executions", status_code=201)
-async def create_execution(sluice: Service, body: CreateExecution) -> m.ExecutionSummary:
+@router.post(
+    "/executions",
+    status_code=201,
+    responses={
+        200: {"model": m.ExecutionSummary, "description": "Replayed: the key's execution"},
+        409: {"model": Problem, "description": "The idempotency key names another request"},
+    },
+)
+async def create_execution(
+    sluice: Service,
+    body: CreateExecution,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)
+    ] = None,
+) -> m.ExecutionSummary:
     """Launch the ACTIVE version of a launch plan; the answer carries the controller's
-    decision: QUEUED, PENDING (with its position and reason) or SKIPPED."""
-    return await sluice.create(
-        body.launch_plan, body.inputs, project=body.project, domain=body.domain
+    decision: QUEUED, PENDING (with its position and reason) or SKIPPED. With an
+    `Idempotency-Key` header, a retry within the retention window (24 h by default) answers
+    200 with the execution the key created (as it is now) instead of creating another; the
+    same key with a different request is a 409 naming the key."""
+    launched = await sluice.create_launched(
+        body.launch_plan,
+        body.inputs,
+        project=body.project,
+        domain=body.domain,
+        idempotency_key=idempotency_key,
     )
+    if launched.replayed:
+        response.status_code = 200
+    return launched.execution
 
 
 @router.get("/executions/{execution_id}")

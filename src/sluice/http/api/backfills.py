@@ -1,0 +1,78 @@
+"""Backfills: create one over a scheduled launch plan's past range, list them with their
+progress, show one, pause, resume, cancel."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from fastapi import Query
+from pydantic import BaseModel, Field
+
+from sluice.http.api.base import Service, api_routes
+from sluice.service.backfill_views import Backfill
+from sluice.spec.values import MAX_LIST_LIMIT
+
+router = api_routes(tags=["backfills"])
+
+
+class CreateBackfill(BaseModel):
+    """One execution per schedule slot of the ACTIVE version of `launch_plan` in [start, end]
+    (a time without a zone is in the schedule's time zone)."""
+
+    launch_plan: str = Field(min_length=1, max_length=255)
+    start: datetime
+    end: datetime
+    reprocess: Literal["none", "failed", "all"] = "none"
+    max_active: int | None = Field(default=None, ge=1, le=10_000)
+    """Default: the server's concurrency.backfill_max_active."""
+    project: str | None = None
+    domain: str | None = None
+
+
+@router.get("/backfills")
+async def list_backfills(
+    sluice: Service,
+    state: Literal["RUNNING", "PAUSED", "CANCELLED", "DONE"] | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = 100,
+) -> list[Backfill]:
+    """Backfills newest first, each with its slots by the phase of their execution."""
+    return await sluice.backfills.list(state, limit)
+
+
+@router.post("/backfills", status_code=201)
+async def create_backfill(sluice: Service, body: CreateBackfill) -> Backfill:
+    """Plan the backfill (which slots run, by the reprocess rule); `sluice serve` then creates
+    the slots' executions, at most `max_active` unfinished at once. Running the same
+    backfill again creates no new execution (each slot's execution id is deterministic)."""
+    return await sluice.backfills.create(
+        body.launch_plan,
+        body.start,
+        body.end,
+        reprocess=body.reprocess,
+        max_active=body.max_active,
+        project=body.project,
+        domain=body.domain,
+    )
+
+
+@router.get("/backfills/{backfill_id}")
+async def get_backfill(sluice: Service, backfill_id: str) -> Backfill:
+    return await sluice.backfills.get(backfill_id)
+
+
+@router.post("/backfills/{backfill_id}/pause")
+async def pause_backfill(sluice: Service, backfill_id: str) -> Backfill:
+    """No more executions are created; those that exist run on."""
+    return await sluice.backfills.pause(backfill_id)
+
+
+@router.post("/backfills/{backfill_id}/resume")
+async def resume_backfill(sluice: Service, backfill_id: str) -> Backfill:
+    return await sluice.backfills.resume(backfill_id)
+
+
+@router.post("/backfills/{backfill_id}/cancel")
+async def cancel_backfill(sluice: Service, backfill_id: str) -> Backfill:
+    """Unfinished executions are aborted; no more are created."""
+    return await sluice.backfills.cancel(backfill_id)
