@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from sluice.clock import Clock
 from sluice.ids import fit_name
 from sluice.resources.models import ResourceManager, ResourceRegistrar
+from sluice.resources.ratelimit.models import RateLimitRegistrar
 from sluice.spec.models import TaskSpec
 
 
@@ -146,3 +147,5 @@ class SetupContext:
     clock: Clock
     kube_client: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
+    rate_limits: RateLimitRegistrar | None = None
+    """Rate limits shared by every engine (`<plugin id>/<name>`); None: keep them in memory."""

@@ -74,9 +74,11 @@ class RateLimits:
         self._waits = clock or SystemClock()
         self._config = {check_rate_limit_name(n): r for n, r in (config_rules or {}).items()}
         self._plugin: dict[str, RateLimitRule] = {}
+        self._unstored: set[str] = set()
         self._recheck, self._grace, self._remember = recheck, grace, remember
         self._sweep_interval = sweep_interval
         self._sweeper: asyncio.Task[None] | None = None
+        self._starting = asyncio.Lock()
         self._started = False
 
     def _now(self) -> float | None:
@@ -84,13 +86,17 @@ class RateLimits:
 
     # Lifecycle.
     async def start(self) -> None:
-        """Connect, store the configured and registered rules, start the sweeper."""
-        if self._started:
-            return
+        """Connect, store the configured and registered rules, start the sweeper; once."""
+        async with self._starting:
+            if not self._started:
+                await self._start()
+
+    async def _start(self) -> None:
         await self._backend.open()
         try:
             if self._plugin:
                 await self._backend.set_rules("plugin", dict(self._plugin), self._now())
+                self._unstored.clear()
             if self._config:
                 await self._backend.set_rules("config", self._config, self._now())
         except BaseException:
@@ -128,13 +134,19 @@ class RateLimits:
         await self._backend.set_rules("operator", {check_rate_limit_name(name): None}, self._now())
 
     def register_plugin_rule(self, name: str, rule: RateLimitRule) -> None:
-        """A plugin's rule (config and operator rules win); stored at start, or at once."""
+        """A plugin's rule (config and operator rules win), stored at start (or, registered
+        later, by `store_plugin_rules`)."""
         self._plugin[check_rate_limit_name(name)] = rule
+        self._unstored.add(name)
 
     async def store_plugin_rules(self) -> None:
-        """Store rules registered after start (a plugin loaded late)."""
-        if self._started and self._plugin:
-            await self._backend.set_rules("plugin", dict(self._plugin), self._now())
+        """Start if need be, and store the plugin rules registered since (a plugin loaded
+        late); cheap when there are none."""
+        await self.start()
+        if self._unstored:
+            names, self._unstored = self._unstored, set()
+            rules = {name: self._plugin[name] for name in names}
+            await self._backend.set_rules("plugin", rules, self._now())
 
     def for_plugin(self, plugin_id: str) -> RateLimitRegistrar:
         """What a plugin gets at load: its own limits, named `<plugin id>/<name>`."""
@@ -221,6 +233,7 @@ class PluginRateLimits:
         self._limits.register_plugin_rule(self.name(name), rule)
 
     async def acquire(self, name: str, key: str = "", units: int = 1) -> None:
+        await self._limits.store_plugin_rules()  # loaded late, or before the engine started
         await self._limits.acquire([RateClaim(self.name(name), key, units)])
 
 
