@@ -64,7 +64,7 @@ def admissions(events: list[object]) -> dict[str, list[float]]:
     found: dict[str, list[float]] = defaultdict(list)
     for event in events:
         if getattr(event, "phase", "") == "RATE_ADMITTED":
-            info = getattr(event, "info")
+            info = event.info
             for label in info["rate_limits"]:
                 found[label].append(info["store_time"])
     return found
