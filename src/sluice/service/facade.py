@@ -40,6 +40,7 @@ from sluice.service.local import (
     prepare_launch_plan,
     until_terminal,
 )
+from sluice.service.rate_limits import RateLimitService
 from sluice.service.requests import RunRequest, Scope
 from sluice.service.targets import launch_plan_of
 from sluice.service.tokens import Tokens
@@ -445,6 +446,11 @@ class Sluice:
         return await serving.serve(
             self.runtime, stop, engine=engine, schedules=schedules, ready=ready
         )
+
+    @property
+    def rate_limits(self) -> RateLimitService:
+        """Rate limits: listed by anyone (scoped), set and cleared by an unscoped caller."""
+        return RateLimitService(self.runtime, self.scope)
 
     @property
     def tokens(self) -> Tokens:
