@@ -28,6 +28,7 @@ from sluice.errors import (
 )
 from sluice.resources.backends.ratelimit_base import RateLimitBackend
 from sluice.resources.backends.ratelimit_sqlite import admit_in_sqlite
+from sluice.resources.backends.sql.tables import upsert_into
 from sluice.resources.ratelimit import gcra
 from sluice.resources.ratelimit.models import (
     RATE_LIMIT_SOURCES,
@@ -205,19 +206,20 @@ def _withdraw_in_sqlite(
 async def _store_rule(
     conn: AsyncConnection, name: str, source: str, rule: RateLimitRule | None, now: float
 ) -> None:
-    where = (RULES.c.name == name, RULES.c.source == source)
-    await conn.execute(sa.delete(RULES).where(*where))
-    if rule is not None:
-        await conn.execute(
-            sa.insert(RULES).values(
-                name=name,
-                source=source,
-                rate=rule.rate,
-                emission_interval=rule.interval,
-                burst=rule.burst,
-                updated_at=now,
-            )
-        )
+    if rule is None:
+        await conn.execute(sa.delete(RULES).where(RULES.c.name == name, RULES.c.source == source))
+        return
+    values = {
+        "rate": rule.rate,
+        "emission_interval": rule.interval,
+        "burst": rule.burst,
+        "updated_at": now,
+    }
+    # An upsert: every process stores the configured rules when it starts, all at once.
+    statement = upsert_into(conn, RULES).values(name=name, source=source, **values)
+    await conn.execute(
+        statement.on_conflict_do_update(index_elements=[RULES.c.name, RULES.c.source], set_=values)
+    )
 
 
 Rules = dict[str, list[tuple[RateLimitSource, RateLimitRule]]]
