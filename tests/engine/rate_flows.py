@@ -19,8 +19,8 @@ def two_customers() -> None:
 
 
 @sluice.workflow
-def many_calls(customer: str, count: int) -> None:
-    for n in range(count):
+def six_calls(customer: str) -> None:
+    for n in range(6):
         call_api(customer=customer, n=n)
 
 

@@ -19,9 +19,7 @@ async def test_set_list_and_clear_a_rate_limit(client: httpx.AsyncClient) -> Non
         10,
     )
     listed = (await client.get("/api/v1/ratelimits")).json()
-    assert [(limit["name"], limit["rate"]) for limit in listed] == [
-        ("openai", "100/min, burst 10")
-    ]
+    assert [(limit["name"], limit["rate"]) for limit in listed] == [("openai", "100/min, burst 10")]
     cleared = await client.delete("/api/v1/ratelimits/openai")
     assert (cleared.status_code, cleared.json()["rate"]) == (200, None)
     assert (await client.get("/api/v1/ratelimits")).json() == []
