@@ -4,6 +4,7 @@ spaced as one limit allows, never as two; `sluice ratelimit ls` shows the waiter
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -78,7 +79,7 @@ def test_two_engines_share_one_budget(tmp_path: Path) -> None:
 
     times = _store_times(db)
     assert len(times) == 2 * CALLS
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     # one budget: every admission of either engine one interval after the previous one
     assert min(gaps) >= INTERVAL - 1e-6, gaps
     [api] = listed

@@ -77,14 +77,21 @@ def spend(
     with the token it was asking with when it died."""
     if kill_at:
         install(KillAt(("ratelimit.after_admit",), nth=kill_at))
-    asyncio.run(_spend(url, key_prefix, rate, Path(journal), pace, barrier))
+    path = Path(journal)
+    lines = path.read_text().splitlines() if path.exists() else []
+    asyncio.run(_spend(url, key_prefix, rate, path, lines, pace, barrier))
 
 
 async def _spend(
-    url: str, key_prefix: str, rate: str, journal: Path, pace: float, barrier: Any
+    url: str,
+    key_prefix: str,
+    rate: str,
+    journal: Path,
+    lines: list[str],
+    pace: float,
+    barrier: Any,
 ) -> None:
     limits = limits_for(url, key_prefix, rate)
-    lines = journal.read_text().splitlines() if journal.exists() else []
     pending = _pending(lines)
     n = sum(1 for line in lines if line.startswith("asking "))
     async with limits:
