@@ -37,6 +37,7 @@ for _, c in ipairs(claims) do
   if not c.held then
     any_new = true
     local mine = redis.call('ZSCORE', k('line', c.name, c.key), token)
+    c.waiting = mine ~= false
     if mine then
       mine = tonumber(mine)
       if not since or mine < since then since = mine end
@@ -85,39 +86,40 @@ for i, c in ipairs(claims) do
   end
 end
 
--- Everything of a key lapses at its idle time; a key with nothing live left is dropped.
-local function keep_until(c)
-  local name, key = c.name, c.key
-  local until_at = tat_of(name, key)
-  for _, kind in ipairs({'wexp', 'granted'}) do
-    local last = redis.call('ZRANGE', k(kind, name, key), -1, -1, 'WITHSCORES')
-    if last[2] then until_at = math.max(until_at, tonumber(last[2])) end
+-- TTLs: each per-key entry lives just past the moment its own content lapses (the tat once
+-- it is behind the clock, a line once its last waiter's place lapsed, a ticket set once its
+-- last remembered grant is forgotten); the limit's key index keeps each key's latest moment.
+local function ms_until(at)
+  return math.ceil((at - now) * 1000) + 1000
+end
+
+local function index_key(c, until_at)
+  local keyset = BASE .. ':keyset:' .. c.name
+  if redis.call('ZADD', keyset, 'GT', num(until_at), c.key) == 1 then
+    redis.call('SADD', BASE .. ':active', c.name)
   end
-  local keyset = BASE .. ':keyset:' .. name
-  local kinds = {'tat', 'line', 'wait', 'wexp', 'granted'}
-  if until_at <= now then
-    for _, kind in ipairs(kinds) do redis.call('DEL', k(kind, name, key)) end
-    redis.call('ZREM', keyset, key)
-    return
-  end
-  local ms = math.ceil((until_at - now) * 1000) + 1000
-  for _, kind in ipairs(kinds) do redis.call('PEXPIRE', k(kind, name, key), ms) end
-  redis.call('ZADD', keyset, num(until_at), key)
+  local ms = ms_until(until_at)
   if redis.call('PTTL', keyset) < ms then redis.call('PEXPIRE', keyset, ms) end
-  redis.call('SADD', BASE .. ':active', name)
 end
 
 if all_now then
   for _, c in ipairs(claims) do
     if not c.held then
-      redis.call('SET', k('tat', c.name, c.key), num(c.start + c.units * c.rule.interval))
-      redis.call('ZREM', k('line', c.name, c.key), token)
-      redis.call('ZREM', k('wexp', c.name, c.key), token)
-      redis.call('HDEL', k('wait', c.name, c.key), token)
-      if remember > 0 then
-        redis.call('ZADD', k('granted', c.name, c.key), num(now + remember), token)
+      local tat = c.start + c.units * c.rule.interval
+      redis.call('SET', k('tat', c.name, c.key), num(tat), 'PX', ms_until(tat))
+      if c.waiting then
+        redis.call('ZREM', k('line', c.name, c.key), token)
+        redis.call('ZREM', k('wexp', c.name, c.key), token)
+        redis.call('HDEL', k('wait', c.name, c.key), token)
       end
-      keep_until(c)
+      local until_at = tat
+      if remember > 0 then
+        local granted = k('granted', c.name, c.key)
+        redis.call('ZADD', granted, num(now + remember), token)
+        redis.call('PEXPIRE', granted, ms_until(now + remember))
+        until_at = math.max(tat, now + remember)
+      end
+      index_key(c, until_at)
     end
   end
   return {'granted', num(now)}
@@ -126,11 +128,15 @@ end
 local expiry = math.min(next_at, now + recheck) + grace
 for _, c in ipairs(claims) do
   if not c.held then
-    redis.call('ZADD', k('line', c.name, c.key), num(since), token)
-    redis.call('ZADD', k('wexp', c.name, c.key), num(expiry), token)
-    redis.call('HSET', k('wait', c.name, c.key), token,
+    local line, wexp, waits = k('line', c.name, c.key), k('wexp', c.name, c.key), k('wait', c.name, c.key)
+    redis.call('ZADD', line, num(since), token)
+    redis.call('ZADD', wexp, num(expiry), token)
+    redis.call('HSET', waits, token,
                cjson.encode({u = c.units, x = num(expiry), e = execution, n = node}))
-    keep_until(c)
+    local last = tonumber(redis.call('ZRANGE', wexp, -1, -1, 'WITHSCORES')[2])
+    local ms = ms_until(last)
+    for _, entry in ipairs({line, wexp, waits}) do redis.call('PEXPIRE', entry, ms) end
+    index_key(c, last)
   end
 end
 local blocking = claims[worst]
