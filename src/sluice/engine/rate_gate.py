@@ -96,7 +96,11 @@ class RateLimitedClaims:
                 phase="RATE_ADMITTED",
                 occurred_at=self._clock.now(),
                 reason=" ".join(labels),
-                info={"rate_limits": labels, "store_time": admission.now},
+                info={
+                    "rate_limits": labels,
+                    "store_time": admission.now,
+                    "repeated": admission.repeated,
+                },
             )
         )
 
