@@ -20,6 +20,7 @@ EXPECTED_ALL = [
     "Locks",
     "MapTask",
     "Quota",
+    "RateLimit",
     "Schedule",
     "SluiceError",
     "TaskDef",

@@ -16,7 +16,13 @@ if TYPE_CHECKING:
     from sluice.sdk.map import MapTask, map
     from sluice.sdk.task import Cache, Locks, TaskDef, task
     from sluice.sdk.workflow import WorkflowDef, workflow
-    from sluice.spec.models import ConcurrencyBehavior, ConcurrencyPolicy, Quota, Schedule
+    from sluice.spec.models import (
+        ConcurrencyBehavior,
+        ConcurrencyPolicy,
+        Quota,
+        RateLimit,
+        Schedule,
+    )
     from sluice.spec.types import Directory, File
 
 __version__ = "0.1.0"
@@ -37,6 +43,7 @@ _LAZY = {
     "ConcurrencyBehavior": "sluice.spec.models",
     "ConcurrencyPolicy": "sluice.spec.models",
     "Quota": "sluice.spec.models",
+    "RateLimit": "sluice.spec.models",
     "Schedule": "sluice.spec.models",
     "Directory": "sluice.spec.types",
     "File": "sluice.spec.types",
@@ -90,6 +97,7 @@ __all__ = [
     "Locks",
     "MapTask",
     "Quota",
+    "RateLimit",
     "Schedule",
     "SluiceError",
     "TaskDef",

@@ -31,7 +31,12 @@ from pydantic_settings import (
 )
 
 from sluice.errors import ConfigError
-from sluice.spec.names import check_namespace_name, check_scope_name, shown
+from sluice.spec.names import (
+    check_namespace_name,
+    check_rate_limit_name,
+    check_scope_name,
+    shown,
+)
 
 DEFAULT_DATABASE_URL = "sqlite:///.sluice/sluice.db"
 LARGEST_SETTING = 1_000_000_000
@@ -123,6 +128,19 @@ class ResourcesConfig(_Section):
     """Capacity of lock names by glob pattern (`db/partition/*` = 1); unmatched locks get 1."""
     key_prefix: str = "sluice"
     """Prefix of every Redis key."""
+    rate_limits: dict[str, str] = Field(default_factory=dict)
+    """Rate limits by name: `openai = "100/min"` or `"100/min, burst 10"` (per s, min, hour or
+    day); they win over limits plugins register, an operator's `sluice ratelimit set` over them."""
+
+    @field_validator("rate_limits", mode="after")
+    @classmethod
+    def _valid_rates(cls, value: dict[str, str]) -> dict[str, str]:
+        from sluice.spec.rates import RateLimitRule
+
+        for name, rate in value.items():
+            check_rate_limit_name(name, where="resources.rate_limits")
+            RateLimitRule.parse(rate)
+        return value
 
     @field_validator("quotas", "lock_rules", mode="after")
     @classmethod

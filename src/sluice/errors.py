@@ -10,11 +10,14 @@ Hierarchy::
     │   │   └── ClaimNeverFitsError a launch claims more than a quota or lock can ever grant
     │   │       └── ClaimExceedsQuotaError  the resource manager's (also an InvalidQuotaError)
     │   ├── InvalidQuotaError       quota, constraint or units out of range
+    │   ├── InvalidRateLimitError   a rate limit, its burst, units or key template is malformed
+    │   │   └── RateLimitNeverFitsError  a claim takes more units at once than a burst allows
     │   └── InvalidPolicyError      a concurrency policy or schedule is malformed
     ├── PermissionDeniedError       the caller's scope (an API token's) does not allow a write
     ├── ConflictError               an idempotency key already names another request
     ├── NotFoundError               an unknown execution, workflow, launch plan, namespace...
     │   ├── UnknownNamespaceError   a resource namespace with no quota
+    │   ├── UnknownRateLimitError   a rate limit name with no limit set anywhere
     │   └── PluginNotFoundError     no plugin for a task type (names the registered ones)
     ├── StoreError                  the state store failed
     │   ├── StoreUnavailableError   cannot connect to the database, or its file fails I/O
@@ -62,6 +65,15 @@ class InvalidQuotaError(InvalidArgumentError):
     """A quota, a constraint or a claim's units are out of the accepted range."""
 
 
+class InvalidRateLimitError(InvalidArgumentError):
+    """A rate limit ("100/min"), its burst, a claim's units or its key template is malformed."""
+
+
+class RateLimitNeverFitsError(InvalidRateLimitError):
+    """A claim takes more units at once than its rate limit's burst: it could never be
+    admitted; nothing was written."""
+
+
 class InvalidPolicyError(InvalidArgumentError):
     """A concurrency policy or a schedule is malformed."""
 
@@ -96,6 +108,10 @@ class NotFoundError(SluiceError, LookupError):
 
 class UnknownNamespaceError(NotFoundError):
     """A resource namespace has no quota registered or configured."""
+
+
+class UnknownRateLimitError(NotFoundError):
+    """A rate limit name has no limit set by an operator, the config or a plugin."""
 
 
 class PluginNotFoundError(NotFoundError):

@@ -23,6 +23,7 @@ from sluice.engine.engine import Engine, EngineParts
 from sluice.engine.executor import ExecutionDriver
 from sluice.engine.metrics import EngineMetrics
 from sluice.engine.owned import OwnedExecutions
+from sluice.engine.rate_gate import RateLimitedClaims
 from sluice.engine.services import EngineServices, NodeCache, NodeClaims
 from sluice.errors import NotFoundError
 from sluice.executions.idempotency import (
@@ -41,7 +42,8 @@ from sluice.plugins.builtin import builtin_entries
 from sluice.plugins.core.context import SetupContext
 from sluice.plugins.core.plugin import PluginEntry, validate_task
 from sluice.plugins.core.registry import PluginRegistry, discover_entry_points
-from sluice.resources import QuotaManager
+from sluice.resources import QuotaManager, ratelimit
+from sluice.resources.ratelimit import RateLimits
 from sluice.spec.compound import plugin_tasks
 from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
 from sluice.store.database import parse_database_url
@@ -83,6 +85,7 @@ def compose_engine(
     resources: QuotaManager | None = None,
     resources_config: ResourcesConfig | None = None,
     workflows: dict[tuple[str, str, str], WorkflowSpec] | None = None,
+    rate_limits: RateLimits | None = None,
 ) -> Engine:
     """An engine and its parts: admission under the lock rules, the cache gate on `catalog`
     and the claims gate on `resources` (the no-op gates without them), and the driver."""
@@ -96,6 +99,8 @@ def compose_engine(
     claims: NodeClaims = NO_CLAIMS
     if resources is not None:
         claims = ClaimsGate(resources, admission.capacity, admission.wait_for_resources, clock)
+    if rate_limits is not None:  # rate limits are taken last, right before the launch
+        claims = RateLimitedClaims(claims, rate_limits, admission.wake_at, clock)
     driver = ExecutionDriver(services, admission, store, notifier, cache, claims)
     parts = EngineParts(owned, admission, driver, claims, catalog, resources, workflows)
     return Engine(services, store, notifier, parts, only=only)
@@ -128,6 +133,12 @@ class Runtime:
             clock=clock,
             metrics=self.metrics,
             notifier=self.notifier,
+        )
+        # Judged on the store's clock, unless a test gave this process a clock of its own.
+        self.rate_limits = ratelimit.from_config(
+            settings.resources,
+            store_db=store.db,
+            clock=None if isinstance(clock, SystemClock) else clock,
         )
 
     @classmethod
@@ -187,6 +198,7 @@ class Runtime:
         return SetupContext(
             plugin_id=entry.id,
             registrar=self.resources.registrar(entry.id),
+            rate_limits=self.rate_limits.for_plugin(entry.id),
             metrics=self.metrics,
             secrets=self.secrets,
             config=self._plugin_config(entry),
@@ -228,6 +240,7 @@ class Runtime:
             fence=self.fence,
         )
         await self.resources.start()  # after plugin load: registered quotas are stored now
+        await self.rate_limits.start()  # and registered rate limits
         return compose_engine(
             services,
             self.store,
@@ -238,6 +251,7 @@ class Runtime:
             resources=self.resources,
             resources_config=self.settings.resources,
             workflows=self.workflows,
+            rate_limits=self.rate_limits,
         )
 
     async def open_catalog(self) -> Catalog:
@@ -380,6 +394,7 @@ class Runtime:
         if self.catalog is not None:
             await self.catalog.close()
         await self.resources.close()
+        await self.rate_limits.close()
         await self.notifier.close()
         await self.store.close()
         self.fence.close()

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
     ("script", "expected"),
     [
         ("partitions.py", '"o0": "a: rewrote [1, 2]\\nb: rewrote [2, 3]'),
+        ("rate_limits.py", 'outputs: {"o0": "9 calls for acme, globex, initech"}'),
         ("http_job.py", 'outputs: {"o0": 20}'),
         ("map_task.py", 'outputs: {"o0": 104}'),
         ("dynamic.py", 'outputs: {"o0": "3 shards, total 10"}'),

@@ -152,6 +152,24 @@ async def _set_quota(c: httpx.AsyncClient, mine: Project, theirs: Project) -> No
     _forbidden(await c.put("/api/v1/quotas/hive", json={"quota": 1}))
 
 
+@case("GET", "/ratelimits")
+async def _rate_limits(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    (api,) = _json(await c.get("/api/v1/ratelimits", params={"name": "api"}))
+    assert api["rate"] == "1/hour"  # the deployment's rule, which the caller's wait depends on
+    keys = [(k["key"], [w["execution_id"] for w in k["waiters"]]) for k in api["keys"]]
+    assert keys == [(mine.name, [mine.execution])]  # keys come from inputs, like lock names
+
+
+@case("PUT", "/ratelimits/{name}")
+async def _set_rate_limit(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _forbidden(await c.put("/api/v1/ratelimits/api", json={"rate": "5/s"}))
+
+
+@case("DELETE", "/ratelimits/{name}")
+async def _clear_rate_limit(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _forbidden(await c.delete("/api/v1/ratelimits/api"))
+
+
 @case("GET", "/locks")
 async def _locks(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
     listed = _json(await c.get("/api/v1/locks"))

@@ -1,6 +1,6 @@
 """Two projects' worth of state in one store, so every endpoint can be asked, with a token
 of one, about the other: executions (one PENDING behind a WAIT policy), launch plans, quota
-and lock holders, cache entries and reservations, caps."""
+and lock holders, cache entries and reservations, caps, rate limit waiters."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from sluice.http.app import create_app
 from sluice.http.deps import Authorize, open_scope
 from sluice.modules import load_module
 from sluice.resources.models import Claim, Holder
+from sluice.resources.ratelimit import Asker, RateClaim, RateLimitRule
 from sluice.service import Sluice
 from sluice.spec.phases import ExecutionPhase
 
@@ -71,6 +72,14 @@ async def _holdings(sluice: Sluice, project: str, execution: str, node: str) -> 
     assert await catalog.put(f"key{project}", entry)
     await catalog.get_or_extend_reservation(f"res{project}", f"{execution}/{node}", 10.0)
     await sluice.set_cap(project, 7)
+    limits = runtime.rate_limits  # the slot of key `project` taken, and the node waits for it
+    await limits.start()
+    await limits.set_rule("api", RateLimitRule.parse("1/hour"))
+    assert (await limits.admit([RateClaim("api", project)], f"{execution}-before")).granted
+    asker = Asker(execution, node)
+    assert not (
+        await limits.admit([RateClaim("api", project)], f"{execution}-{node}", asker)
+    ).granted
 
 
 async def populate(sluice: Sluice, project: str) -> Project:

@@ -37,6 +37,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "quota",
         "Resource quotas: tokens of named resources tasks claim.",
     ),
+    "ratelimit": (
+        "sluice.cli.ratelimit",
+        "ratelimit",
+        "Keyed rate limits: N calls per second, minute or hour, per key.",
+    ),
     "locks": (
         "sluice.cli.quota",
         "locks",
@@ -109,6 +114,7 @@ READ_ONLY = [
     ("executions", "ls"),
     ("executions", "show"),
     ("quota", "ls"),
+    ("ratelimit", "ls"),
     ("cache", "ls"),
     ("reservations", "ls"),
     ("locks", "ls"),

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from sluice.errors import DefinitionError
 from sluice.locks.names import template_problem
+from sluice.locks.rate_keys import key_problem
 from sluice.sdk.interface import (
     build_interface,
     decode_inputs,
@@ -28,6 +29,7 @@ from sluice.spec.models import (
     Interface,
     LockSpec,
     Quota,
+    RateLimit,
     SourceRef,
     TaskMetadata,
     TaskSpec,
@@ -202,6 +204,7 @@ def make_task_spec(
     task_type: str,
     custom: dict[str, Any] | BaseModel | None,
     priority: int,
+    rate_limits: Sequence[RateLimit] = (),
 ) -> TaskSpec:
     if isinstance(custom, BaseModel):  # a plugin's config model (RayJobConfig...): its JSON
         custom = custom.model_dump(mode="json", exclude_defaults=True)
@@ -221,7 +224,11 @@ def make_task_spec(
         cache=_cache_spec(cache, where, interface),
         priority=priority,
     )
-    claims = Claims(quotas=tuple(quotas), locks=_lock_specs(locks, where, interface))
+    claims = Claims(
+        quotas=tuple(quotas),
+        locks=_lock_specs(locks, where, interface),
+        rate_limits=_rate_limits(rate_limits, where, interface),
+    )
     source = SourceRef(module=module_name(fn), qualname=fn.__qualname__, file=module_file(fn))
     draft = TaskSpec(
         name=task_name,
@@ -235,6 +242,18 @@ def make_task_spec(
     )
     version = digest(draft.model_dump(mode="json", exclude={"source"}), _source_version(fn))[:16]
     return draft.model_copy(update={"version": version})
+
+
+def _rate_limits(rate_limits: Any, where: str, interface: Interface) -> tuple[RateLimit, ...]:
+    if isinstance(rate_limits, RateLimit) or not all(isinstance(r, RateLimit) for r in rate_limits):
+        raise DefinitionError(
+            f"{where}: rate_limits must be RateLimit(...) values, got {rate_limits!r}"
+        )
+    for limit in rate_limits:
+        problem = key_problem(limit, interface)
+        if problem:  # the engine could never compute a key: refuse it now, not loop later
+            raise DefinitionError(f"{where}: {problem}")
+    return tuple(rate_limits)
 
 
 def _check_options(
@@ -272,6 +291,7 @@ def task(
     type: str = "python",
     custom: dict[str, Any] | BaseModel | None = None,
     priority: int = 0,
+    rate_limits: Sequence[RateLimit] = (),
 ) -> Callable[[Callable[P, R]], TaskDef[P, R]]: ...
 
 
@@ -289,13 +309,15 @@ def task(
     type: str = "python",
     custom: dict[str, Any] | BaseModel | None = None,
     priority: int = 0,
+    rate_limits: Sequence[RateLimit] = (),
 ) -> TaskDef[P, R] | Callable[[Callable[P, R]], TaskDef[P, R]]:
     """Make a task of a function (sync or async) with JSON-typed parameters and return.
 
     `retries` counts extra attempts after a retryable failure; `timeout` (seconds) bounds each
     attempt; `cache=Cache(version=...)` reuses outputs for equal inputs; `quotas` are tokens
     of named resources held while the task runs; `locks` are names (computed from inputs) held
-    exclusively, claimed all-or-nothing together with the quotas.
+    exclusively, claimed all-or-nothing together with the quotas; `rate_limits` take units of
+    named rate limits' budgets (keyed by a template over the inputs) each time the task runs.
     """
 
     def wrap(func: Callable[P, R]) -> TaskDef[P, R]:
@@ -311,6 +333,7 @@ def task(
             task_type=type,
             custom=custom,
             priority=priority,
+            rate_limits=rate_limits,
         )
         return TaskDef(func, spec)
 

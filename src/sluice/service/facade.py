@@ -34,7 +34,13 @@ from sluice.service import logs as task_logs
 from sluice.service import models as m
 from sluice.service.backfills import Backfills
 from sluice.service.inputs import Inputs
-from sluice.service.local import LocalRun, drive_here, prepare_launch_plan, until_terminal
+from sluice.service.local import (
+    LocalRun,
+    drive_here,
+    prepare_launch_plan,
+    until_terminal,
+)
+from sluice.service.rate_limits import RateLimitService
 from sluice.service.requests import RunRequest, Scope
 from sluice.service.targets import launch_plan_of
 from sluice.service.tokens import Tokens
@@ -457,6 +463,11 @@ class Sluice:
     @property
     def backfills(self) -> Backfills:
         return Backfills(self.runtime, self.scope)
+
+    @property
+    def rate_limits(self) -> RateLimitService:
+        """Rate limits: listed by anyone (scoped), set and cleared by an unscoped caller."""
+        return RateLimitService(self.runtime, self.scope)
 
     @property
     def tokens(self) -> Tokens:

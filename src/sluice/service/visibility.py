@@ -25,6 +25,13 @@ async def _visible(runtime: Runtime, ids: Iterable[str], projects: Collection[st
     return {execution for execution, project in found.items() if project in projects}
 
 
+async def visible_executions(
+    runtime: Runtime, ids: Iterable[str], projects: Collection[str]
+) -> set[str]:
+    """The executions among `ids` that belong to one of `projects`."""
+    return await _visible(runtime, ids, projects)
+
+
 def quotas(found: list[m.Quota], projects: Collection[str] | None) -> list[m.Quota]:
     if projects is None:
         return found

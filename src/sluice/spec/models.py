@@ -13,9 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
-from sluice.errors import InvalidPolicyError, InvalidQuotaError
+from sluice.errors import InvalidPolicyError, InvalidQuotaError, InvalidRateLimitError
 from sluice.spec.keys import key_fields
-from sluice.spec.names import check_namespace_name
+from sluice.spec.names import check_namespace_name, check_rate_limit_name
+from sluice.spec.rates import check_units
 from sluice.spec.types import TypeSpec
 from sluice.spec.values import check_count, check_seconds
 
@@ -64,6 +65,30 @@ class Quota:
             )
 
 
+@dataclass(frozen=True)
+class RateLimit:
+    """`units` of a rate limit's budget taken each time the task runs, from the budget of
+    `key`: a template over the task's inputs ("{customer}"), as lock names are; "" shares one
+    budget. The limit itself ("100/min") is set by an operator, the config or a plugin."""
+
+    name: str
+    units: int = 1
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        check_rate_limit_name(self.name, InvalidRateLimitError, "RateLimit")
+        check_units(self.name, self.units)
+        if not isinstance(self.key, str):
+            raise InvalidRateLimitError(
+                f"RateLimit {self.name!r}: key must be a template string such as "
+                f"'{{customer}}', got {self.key!r}"
+            )
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}/{self.key}" if self.key else self.name
+
+
 class LockSpec(SpecModel):
     """Lock names computed from a task's inputs: a template ("db/{table}/{p}") or a callable."""
 
@@ -75,6 +100,7 @@ class LockSpec(SpecModel):
 class Claims(SpecModel):
     quotas: tuple[Quota, ...] = ()
     locks: tuple[LockSpec, ...] = ()
+    rate_limits: tuple[RateLimit, ...] = ()
 
 
 class TaskMetadata(SpecModel):

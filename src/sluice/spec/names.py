@@ -10,6 +10,9 @@
   digit or `_`; `:` separates a plugin id from its namespace. `lock:` is reserved for locks.
 - Lock names (computed from inputs): 1 to 255 printable characters (no NUL, newline or other
   control character).
+- Rate limit names: as quota namespaces (`lock:` included: a rate limit is no lock). Rate
+  limit keys (computed from inputs): 0 to 255 printable characters, "" being the one key of
+  a limit without a key template.
 
 Each check returns the name or raises the given InvalidArgumentError subclass naming it.
 """
@@ -87,6 +90,24 @@ def check_namespace_name(
         prefix = f"{where}: " if where else ""
         raise error(f"{prefix}quota namespace {name!r}: the prefix {LOCK_PREFIX!r} is for locks")
     return name
+
+
+def check_rate_limit_name(
+    value: object, error: type[InvalidArgumentError] = InvalidArgumentError, where: str = ""
+) -> str:
+    """A rate limit name a task claims or an operator sets."""
+    return _check("namespace", "rate limit name", value, error, where)
+
+
+def rate_limit_key_problem(value: object) -> str:
+    """Why a computed rate limit key is not acceptable, or "" when it is ("" is a key)."""
+    if not isinstance(value, str):
+        return f"a rate limit key must be a string, got {shown(value)}"
+    if len(value) > LOCK_NAME_MAX:
+        return f"a rate limit key must be at most {LOCK_NAME_MAX} characters, got {shown(value)}"
+    if value and not value.isprintable():
+        return f"a rate limit key must not contain control characters, got {shown(value)}"
+    return ""
 
 
 def lock_name_problem(value: object) -> str:

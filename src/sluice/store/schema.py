@@ -400,3 +400,43 @@ backfill_slots = sa.Table(
     sa.Column("generation", sa.Integer, nullable=False),
     _name("execution_id", 64, nullable=False),
 )
+
+# Keyed rate limits (resources/backends/ratelimit_sql.py). A rule per (name, source); the GCRA
+# state of each (name, key) that is not idle (an idle key's row equals no row, so the sweeper
+# drops it); a ticket per (name, key, token): a waiter's place in line (`granted` false,
+# ordered by `since` then token) or a grant remembered for a repeated ask (`granted` true).
+rate_limits = sa.Table(
+    "rate_limits",
+    metadata,
+    _name("name", 200, primary_key=True),
+    _name("source", 16, primary_key=True),
+    _name("rate", 64, nullable=False),
+    sa.Column("emission_interval", sa.Double, nullable=False),
+    sa.Column("burst", sa.Integer, nullable=False),
+    _time("updated_at"),
+)
+
+rate_limit_state = sa.Table(
+    "rate_limit_state",
+    metadata,
+    _name("name", 200, primary_key=True),
+    _name("key", 255, primary_key=True),
+    _time("tat"),
+    sa.Index("ix_rate_limit_state_tat", "tat"),
+)
+
+rate_limit_tickets = sa.Table(
+    "rate_limit_tickets",
+    metadata,
+    _name("name", 200, primary_key=True),
+    _name("key", 255, primary_key=True),
+    _name("token", 512, primary_key=True),
+    sa.Column("granted", sa.Boolean, nullable=False),
+    sa.Column("units", sa.Integer, nullable=False),
+    _time("since"),
+    _time("expires_at"),
+    _name("execution_id", 64, nullable=False, server_default=""),
+    _name("node_id", nullable=False, server_default=""),
+    sa.Index("ix_rate_limit_tickets_order", "name", "key", "since"),
+    sa.Index("ix_rate_limit_tickets_expires", "expires_at"),
+)

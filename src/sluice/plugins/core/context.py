@@ -13,6 +13,7 @@ from sluice.clock import Clock
 from sluice.fencing import LeaseFence
 from sluice.ids import fit_name
 from sluice.resources.models import ResourceManager, ResourceRegistrar
+from sluice.resources.ratelimit.models import RateLimitRegistrar
 from sluice.spec.models import TaskSpec
 
 
@@ -153,3 +154,5 @@ class SetupContext:
     fence: LeaseFence | None = None
     """The engine's lease fence: a plugin running bodies in local processes hands them its
     shared file so they end when the engine cannot show its leases (sluice/fencing.py)."""
+    rate_limits: RateLimitRegistrar | None = None
+    """Rate limits shared by every engine (`<plugin id>/<name>`); None: keep them in memory."""

@@ -33,6 +33,7 @@ from sluice.plugins.webapi.interfaces import (
 )
 from sluice.plugins.webapi.metrics import WebApiMetrics
 from sluice.plugins.webapi.state import State, WebApiPhase, load_state, settle, web_api_phase_of
+from sluice.resources.ratelimit.models import RateLimitRegistrar
 from sluice.spec.models import TaskSpec
 
 MAX_DELETE_ATTEMPTS = 5
@@ -47,8 +48,9 @@ class AsyncPluginAdapter(AdapterBase):
         config: PluginConfig,
         metrics: WebApiMetrics,
         clock: Clock,
+        rate_limits: RateLimitRegistrar | None = None,
     ) -> None:
-        super().__init__(plugin_id, plugin, config, metrics, clock)
+        super().__init__(plugin_id, plugin, config, metrics, clock, rate_limits)
         self._plugin = plugin
         self.cache = ResourceCache(plugin, self.calls, config.caching, clock)
 

@@ -24,6 +24,7 @@ from sluice.plugins.webapi.state import (
     load_state,
     outcome_from_json,
 )
+from sluice.resources.ratelimit.models import RateLimitRegistrar
 
 
 class AdapterBase:
@@ -34,12 +35,13 @@ class AdapterBase:
         config: PluginConfig,
         metrics: WebApiMetrics,
         clock: Clock,
+        rate_limits: RateLimitRegistrar | None = None,
     ) -> None:
         self._id = plugin_id
         self._base_plugin = plugin
         self.config = config
         self.metrics = metrics
-        self.calls = RemoteCalls(config, metrics, clock)
+        self.calls = RemoteCalls(config, metrics, clock, rate_limits)
         self._allocator = TokenAllocator(config.resource_quotas, metrics, clock)
         self._timers = DelayedRefresh(clock)
         self._clock = clock

@@ -14,9 +14,10 @@ from sluice.plugins.core.phase import PhaseInfo
 from sluice.plugins.webapi.config import PluginConfig
 from sluice.plugins.webapi.interfaces import AsyncPlugin, PermanentError, RetryLater, SyncPlugin
 from sluice.plugins.webapi.metrics import WebApiMetrics
-from sluice.plugins.webapi.ratelimit import RateLimiter
+from sluice.plugins.webapi.ratelimit import Limiter, RateLimiter, SharedRateLimiter
 from sluice.plugins.webapi.state import State, WebApiPhase
 from sluice.resources.models import AllocationStatus
+from sluice.resources.ratelimit.models import RateLimitRegistrar
 
 T = TypeVar("T")
 
@@ -25,12 +26,25 @@ DEFAULT_WAIT_REASON = "Quota for task has exceeded. Waiting for the resource."
 
 class RemoteCalls:
     """Every call to the service goes through here: reads under the read limiter, writes
-    (create, delete, do) under the write limiter, which upstream never applied."""
+    (create, delete, do) under the write limiter, which upstream never applied. With `shared`
+    (an engine's rate limits) both buckets live in the store every engine shares."""
 
-    def __init__(self, config: PluginConfig, metrics: WebApiMetrics, clock: Clock) -> None:
+    def __init__(
+        self,
+        config: PluginConfig,
+        metrics: WebApiMetrics,
+        clock: Clock,
+        shared: RateLimitRegistrar | None = None,
+    ) -> None:
         read, write = config.read_rate_limiter, config.write_rate_limiter
-        self.read_limiter = RateLimiter(read.qps, read.burst, clock)
-        self.write_limiter = RateLimiter(write.qps, write.burst, clock)
+        self.read_limiter: Limiter
+        self.write_limiter: Limiter
+        if shared is None:
+            self.read_limiter = RateLimiter(read.qps, read.burst, clock)
+            self.write_limiter = RateLimiter(write.qps, write.burst, clock)
+        else:
+            self.read_limiter = SharedRateLimiter(shared, "read", read.qps, read.burst, clock)
+            self.write_limiter = SharedRateLimiter(shared, "write", write.qps, write.burst, clock)
         self._metrics = metrics
         self._clock = clock
 
@@ -40,9 +54,7 @@ class RemoteCalls:
     async def write(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
         return await self._call(operation, self.write_limiter, call)
 
-    async def _call(
-        self, operation: str, limiter: RateLimiter, call: Callable[[], Awaitable[T]]
-    ) -> T:
+    async def _call(self, operation: str, limiter: Limiter, call: Callable[[], Awaitable[T]]) -> T:
         await limiter.acquire()
         self._metrics.calls.labels(operation).inc()
         try:

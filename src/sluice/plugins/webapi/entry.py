@@ -55,9 +55,10 @@ async def load_webapi_plugin(
     for namespace, quota in config.resource_quotas.items():
         setup.registrar.register_resource_quota(namespace, quota)
     metrics = WebApiMetrics(setup.metrics, setup.plugin_id)
+    shared = setup.rate_limits  # the engine's: read and write limits hold across engines
     if isinstance(plugin, AsyncPlugin):
-        return AsyncPluginAdapter(setup.plugin_id, plugin, config, metrics, setup.clock)
-    return SyncPluginAdapter(setup.plugin_id, plugin, config, metrics, setup.clock)
+        return AsyncPluginAdapter(setup.plugin_id, plugin, config, metrics, setup.clock, shared)
+    return SyncPluginAdapter(setup.plugin_id, plugin, config, metrics, setup.clock, shared)
 
 
 def _machinery_section(

@@ -16,6 +16,7 @@ from sluice.plugins.webapi.config import PluginConfig
 from sluice.plugins.webapi.interfaces import SyncPlugin
 from sluice.plugins.webapi.metrics import WebApiMetrics
 from sluice.plugins.webapi.state import State, WebApiPhase, settle
+from sluice.resources.ratelimit.models import RateLimitRegistrar
 from sluice.spec.models import TaskSpec
 
 
@@ -27,8 +28,9 @@ class SyncPluginAdapter(AdapterBase):
         config: PluginConfig,
         metrics: WebApiMetrics,
         clock: Clock,
+        rate_limits: RateLimitRegistrar | None = None,
     ) -> None:
-        super().__init__(plugin_id, plugin, config, metrics, clock)
+        super().__init__(plugin_id, plugin, config, metrics, clock, rate_limits)
         self._plugin = plugin
 
     def validate_task(self, task: TaskSpec) -> None:
