@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluice.errors import DefinitionError
+from sluice.engine.bindings import follow_path
+from sluice.errors import DefinitionError, InputError
 from sluice.flyte.array_nodes import map_task_spec
 from sluice.flyte.entities import FlyteEntities
 from sluice.flyte.tasks import task_spec
@@ -227,8 +228,10 @@ class Translator:
         raise DefinitionError(f"{where}: a Flyte binding of kind {kind!r} is not supported yet")
 
     def _promise(self, ref: Any, scope: Scope, where: str) -> Binding:
-        if len(ref.attr_path):
-            raise DefinitionError(f"{where}: attribute access on a promise is not supported yet")
+        path = tuple(getattr(a, a.WhichOneof("value") or "string_value") for a in ref.attr_path)
+        return with_path(self._promised_value(ref, scope, where), path, where)
+
+    def _promised_value(self, ref: Any, scope: Scope, where: str) -> Binding:
         capture = scope.capture
         if capture is not None and ref.node_id not in {*scope.ends, *scope.produced}:
             key = f"{ref.node_id}.{ref.var}"
@@ -250,6 +253,27 @@ class Translator:
         if ref.node_id not in scope.ends:
             raise DefinitionError(f"{where}: bound to unknown node {ref.node_id!r}")
         return Binding(kind="output", node=scope.prefix + ref.node_id, output=ref.var)
+
+
+def with_path(binding: Binding, path: tuple[str | int, ...], where: str) -> Binding:
+    """`binding` followed by an attribute path (Flyte's `out.field`, `out[0]`, `out["k"]`):
+    a path on an input or output binding, resolved when the node starts; taken at once from a
+    constant, a list or a dict (a sub-workflow input bound to one)."""
+    if not path:
+        return binding
+    if binding.kind in ("input", "output"):
+        return binding.model_copy(update={"path": (*binding.path, *path)})
+    if binding.kind == "constant":
+        try:
+            return Binding(kind="constant", value=follow_path(binding.value, path, where))
+        except InputError as exc:
+            raise DefinitionError(str(exc)) from None
+    step, rest = path[0], path[1:]
+    keys: list[str | int] = list(binding.keys) if binding.kind == "dict" else []
+    index = keys.index(step) if step in keys else step if binding.kind == "list" else None
+    if not isinstance(index, int) or not 0 <= index < len(binding.items):
+        raise DefinitionError(f"{where}: a {binding.kind} binding has no {step!r}")
+    return with_path(binding.items[index], rest, where)
 
 
 def ordered(nodes: Any, where: str) -> list[Any]:

@@ -118,6 +118,10 @@ class Binding(SpecModel):
     value: Any = None  # JSON constant (kind "constant")
     items: tuple[Binding, ...] = ()  # kind "list"
     keys: tuple[str, ...] = ()  # kind "dict": keys matching items
+    path: tuple[str | int, ...] = Field(default=(), exclude_if=lambda path: not path)
+    """Kinds "input" and "output": a field, key or index path into the value (Flyte's
+    attribute access on a promise, `out.field`, `out[0]`, `out["k"]`); left out of dumps
+    when empty, so specs without one keep their digests."""
 
     def upstream_nodes(self) -> set[str]:
         if self.kind == "output":

@@ -72,9 +72,9 @@ def _binding_type(
         declared = spec.interface.inputs.get(binding.name)
         if declared is None:
             raise DefinitionError(f"{where}: unknown workflow input {binding.name!r}")
-        return declared.type
+        return _along(declared.type, binding.path, where)
     if binding.kind == "output":
-        return _output_type(spec, nodes, binding, where)
+        return _along(_output_type(spec, nodes, binding, where), binding.path, where)
     if binding.kind == "constant":
         try:
             validate_json(target, binding.value, where)
@@ -87,6 +87,24 @@ def _binding_type(
     for i, child in enumerate(binding.items):
         _check_binding(spec, nodes, child, item, f"{where}[{i}]")
     return None
+
+
+def _along(source: TypeSpec, path: tuple[str | int, ...], where: str) -> TypeSpec | None:
+    """The type at a binding's attribute path; None (checked when the value is bound) where
+    the path enters a value of no declared shape (JSON)."""
+    for step in path:
+        if source.kind == "json":
+            return None
+        if source.kind == "record" and isinstance(step, str):
+            found = next((f.type for f in source.fields if f.name == step), None)
+        elif source.kind in ("list", "dict") and isinstance(step, int) == (source.kind == "list"):
+            found = source.args[0]
+        else:
+            found = None
+        if found is None:
+            raise DefinitionError(f"{where}: a {source} has no {step!r}")
+        source = found
+    return source
 
 
 def _output_type(
