@@ -209,11 +209,13 @@ def _start_early_worker(ctx: click.Context) -> None:
 
 
 def _add_subcommands(name: str, command: click.Command) -> None:
-    if name == "executions":  # `executions create` lives apart from ls/show/abort
+    if name == "executions":  # `executions create` and `signal` live apart from ls/show/abort
         from sluice.cli.create import create
+        from sluice.cli.signals import signal
 
         assert isinstance(command, click.Group)
         command.add_command(create)
+        command.add_command(signal)
 
 
 def _existing_database_only(callback: Callable[..., Any]) -> Callable[..., Any]:

@@ -21,12 +21,12 @@ from sluice.plugins.builtin.flyte_literals import to_json
 from sluice.spec.canonical import digest
 from sluice.spec.compound import LAUNCH_PLAN_TYPE, LaunchPlanCall
 from sluice.spec.models import Binding, Interface, NodeSpec, TaskSpec
+from sluice.spec.types import JSON, TypeSpec
 
 START_NODES = ("", "start-node")  # flytekit writes "", the compiled form "start-node"
 SUB_WORKFLOW_SEPARATOR = "-"
 MAX_DEPTH = 16
 """Sub-workflows nested deeper than this are refused (a cycle of references otherwise)."""
-_UNSUPPORTED = {"gate_node": "a gate (approve, sleep, wait_for_input) node"}
 
 
 @dataclass
@@ -59,6 +59,8 @@ class Translator:
         self.sub_workflows = sub_workflows
         self.nodes: list[NodeSpec] = []
         self.tasks: dict[str, TaskSpec] = {}
+        self.input_types: dict[str, TypeSpec] = {}
+        """The workflow's input types (`type_of` an input binding), when known."""
 
     def template(self, template: Any, scope: Scope, where: str) -> dict[str, Binding]:
         """Add the template's nodes; return its outputs' bindings."""
@@ -84,9 +86,36 @@ class Translator:
 
             task, inputs = branch_task(self, node, scope, here)
             self._add_spec(node, task, inputs, scope)
+        elif target == "gate_node":
+            self._gate(node, scope, here)
         else:
-            what = _UNSUPPORTED.get(target or "", f"a {target} node")
-            raise DefinitionError(f"{here} is {what}, not supported yet")
+            raise DefinitionError(f"{here} is a {target} node, not supported yet")
+
+    def _gate(self, node: Any, scope: Scope, here: str) -> None:
+        from sluice.flyte.gate_nodes import gate_task
+
+        inputs = {
+            b.var: self.binding(b.binding, None, scope, f"{here}: input {b.var!r}")
+            for b in node.inputs
+        }
+        passed = next(iter(inputs.values()), None)
+        task = gate_task(node, self.type_of(passed) if passed else JSON, here)
+        self._add_spec(node, task, inputs, scope)
+
+    def type_of(self, binding: Binding) -> TypeSpec:
+        """The type of a bound value, where the translation knows it; JSON otherwise."""
+        if binding.kind == "output":
+            spec = next((n for n in self.nodes if n.id == binding.node), None)
+            found = self.tasks[spec.task].interface.outputs.get(binding.output) if spec else None
+        elif binding.kind == "input":
+            found = self.input_types.get(binding.name)
+        else:
+            found = None
+        for _ in binding.path if found is not None else ():
+            if found is None or found.kind not in ("list", "dict"):
+                return JSON
+            found = found.args[0]
+        return found or JSON
 
     def _array(self, node: Any, scope: Scope, where: str, here: str) -> None:
         inner = node.array_node.node

@@ -11,7 +11,8 @@ a child execution under the launch plan's concurrency policy; a sub-workflow nod
 workflow as `{node}-{its node}`, its inputs bound to what the node's were, and what read the
 node's outputs reads its outputs' bindings. A task node of a @dynamic task becomes a sluice
 dynamic node (flyte/dynamic.py), and so does a branch node (flyte/branch_nodes.py: its build
-picks the case). Gate nodes are refused naming the node.
+picks the case). A gate node becomes a sluice gate (flyte/gate_nodes.py), which waits in
+the store.
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ def workflow_spec(
     template = spec.template
     where = f"Flyte workflow {name!r}"
     translator = Translator(entities, {w.id.name: w for w in spec.sub_workflows})
+    typed = interface(template.interface, where, dict(defaults or {}))
+    translator.input_types = {n: i.type for n, i in typed.inputs.items()}
     outputs = translator.template(template, Scope(), where)
     draft = WorkflowSpec(
         name=name,
         version="",
-        interface=interface(template.interface, where, dict(defaults or {})),
+        interface=typed,
         nodes=tuple(translator.nodes),
         outputs=outputs,
         tasks=dict(translator.tasks),
