@@ -141,6 +141,9 @@ class Translator:
             raise DefinitionError(f"{here} calls sub-workflow {name!r}, not found")
         if scope.depth >= MAX_DEPTH:
             raise DefinitionError(f"{here}: sub-workflows nested over {MAX_DEPTH} deep")
+        from sluice.flyte.workflows import refuse_failure_node
+
+        refuse_failure_node(sub, f"{here} (sub-workflow {name!r})")
         self._inline(node, sub, scope, here)
 
     def _inline(self, node: Any, sub: Any, scope: Scope, here: str) -> None:

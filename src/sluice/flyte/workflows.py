@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sluice.errors import DefinitionError
 from sluice.flyte.entities import FlyteEntities
 from sluice.flyte.nodes import Scope, Translator
 from sluice.flyte.tasks import interface
@@ -36,6 +37,7 @@ def workflow_spec(
     spec = entities.workflow(name)
     template = spec.template
     where = f"Flyte workflow {name!r}"
+    refuse_failure_node(template, where)
     translator = Translator(entities, {w.id.name: w for w in spec.sub_workflows})
     typed = interface(template.interface, where, dict(defaults or {}))
     translator.input_types = {n: i.type for n, i in typed.inputs.items()}
@@ -51,6 +53,16 @@ def workflow_spec(
     spec_out = draft.model_copy(update={"version": digest(draft.model_dump(mode="json"))[:16]})
     validate_workflow(spec_out)
     return spec_out
+
+
+def refuse_failure_node(template: Any, where: str) -> None:
+    """A workflow's `on_failure` handler is refused by name rather than silently dropped."""
+    if template.HasField("failure_node") and template.failure_node.id:
+        node = template.failure_node
+        raise DefinitionError(
+            f"{where}: node {node.id!r} ({node.metadata.name or 'on_failure'}) is the "
+            "workflow's on_failure handler, which sluice does not run yet"
+        )
 
 
 def task_workflow(task: TaskSpec) -> WorkflowSpec:
