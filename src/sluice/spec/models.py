@@ -139,6 +139,16 @@ class NodeSpec(SpecModel):
     upstream: tuple[str, ...] = ()  # every node this one waits for, from bindings and ordering
 
 
+class OnFailure(SpecModel):
+    """A workflow's failure handler (Flyte's `on_failure`): `node`, one of the workflow's
+    nodes, runs only when the execution fails, after every other node has stopped; it is
+    SKIPPED when the execution succeeds. `error_input`, if set, is the input of its task
+    that receives the failure ({"failed_node_id", "message"})."""
+
+    node: str
+    error_input: str = ""
+
+
 class WorkflowSpec(SpecModel):
     name: str
     version: str
@@ -146,6 +156,7 @@ class WorkflowSpec(SpecModel):
     nodes: tuple[NodeSpec, ...] = ()
     outputs: dict[str, Binding] = Field(default_factory=dict)
     tasks: dict[str, TaskSpec] = Field(default_factory=dict)
+    on_failure: OnFailure | None = Field(default=None, exclude_if=lambda found: found is None)
 
     def node(self, node_id: str) -> NodeSpec:
         for node in self.nodes:

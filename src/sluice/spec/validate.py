@@ -20,6 +20,8 @@ def validate_workflow(spec: WorkflowSpec) -> list[str]:
         nodes[node.id] = node
     for node in spec.nodes:
         _check_node(spec, nodes, node, f"{where}: node {node.id!r}")
+    if spec.on_failure is not None and spec.on_failure.node not in nodes:
+        raise DefinitionError(f"{where}: on_failure names unknown node {spec.on_failure.node!r}")
     for name, binding in spec.outputs.items():
         target = spec.interface.outputs.get(name)
         if target is None:

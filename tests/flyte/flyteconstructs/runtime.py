@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 from flytekit import (
     HashMethod,
@@ -20,6 +20,7 @@ from flytekit import (
 )
 from flytekit.core.task import Echo
 from flytekit.exceptions.user import FlyteRecoverableException
+from flytekit.types.error import FlyteError
 from flytekit.types.file import FlyteFile
 from flytekitplugins.pod import Pod
 from kubernetes.client.models import V1Container, V1PodSpec
@@ -113,3 +114,23 @@ def count_words(report: FlyteFile) -> int:
 @workflow
 def report_words(text: str = "one two three") -> int:
     return count_words(report=write_report(text=text))
+
+
+@task
+def risky(x: int) -> int:
+    _record(f"risky-{x}")
+    if x < 0:
+        raise ValueError(f"x is {x}")
+    return x + 1
+
+
+@task
+def clean_up(x: int, err: Optional[FlyteError] = None) -> None:  # noqa: UP045 - flytekit's
+    _record(f"clean_up-{x}-{err.failed_node_id if err else 'none'}-{err is not None}")
+    if err is not None:
+        _record("clean_up-message " + err.message.strip().splitlines()[-1].replace(" ", "_"))
+
+
+@workflow(on_failure=clean_up)
+def guarded(x: int = 1) -> int:
+    return risky(x=risky(x=x))

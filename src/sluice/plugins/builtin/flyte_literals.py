@@ -23,6 +23,7 @@ from sluice.spec.types import TypeSpec
 # flyteidl.core.types_pb2.SimpleType values
 _SIMPLE: dict[int, str] = {0: "none", 1: "int", 2: "float", 3: "str", 4: "bool", 5: "datetime"}
 _DURATION = 6
+_ERROR = 8
 _STRUCT = 9
 _MSGPACK = "msgpack"
 _MULTIPART = 1  # BlobType.BlobDimensionality.MULTIPART
@@ -52,8 +53,8 @@ def type_spec(literal_type: Any, where: str) -> TypeSpec:
 def _simple(simple: int, where: str) -> TypeSpec:
     if simple == _DURATION:
         return TypeSpec(kind="float")  # seconds
-    if simple == _STRUCT:
-        return TypeSpec(kind="json")  # a dataclass, a pydantic model or an untyped dict
+    if simple in (_STRUCT, _ERROR):  # a dataclass, a pydantic model, an untyped dict; an error
+        return TypeSpec(kind="json")
     if simple not in _SIMPLE:
         raise DefinitionError(
             f"{where}: Flyte simple type {simple} is not supported by sluice (dataclasses, dicts "
@@ -69,6 +70,14 @@ def _optional(variants: Any, where: str) -> TypeSpec:
             f"{where}: Flyte unions other than Optional[T] are not supported by sluice"
         )
     return TypeSpec(kind="optional", args=(type_spec(others[0], where),))
+
+
+def is_error_type(literal_type: Any) -> bool:
+    """A FlyteError, or an Optional of one (an on_failure task's error input)."""
+    kind = literal_type.WhichOneof("type")
+    if kind == "union_type":
+        return any(is_error_type(v) for v in literal_type.union_type.variants)
+    return kind == "simple" and bool(literal_type.simple == _ERROR)
 
 
 def to_json(literal: Any, literal_type: Any, where: str) -> Any:
@@ -113,6 +122,8 @@ def _scalar_json(scalar: Any, literal_type: Any, where: str) -> Any:
         from google.protobuf import json_format
 
         return json_format.MessageToDict(scalar.generic)
+    if kind == "error":
+        return {"failed_node_id": scalar.error.failed_node_id, "message": scalar.error.message}
     raise OutputsError(f"{where}: a Flyte scalar of kind {kind!r} is not supported")
 
 
@@ -194,6 +205,12 @@ def _simple_scalar(value: Any, simple: int) -> Any:
         import msgpack  # flytekit depends on it
 
         return lit.Scalar(binary=lit.Binary(value=msgpack.packb(value), tag=_MSGPACK))
+    if simple == _ERROR:
+        from flyteidl.core import types_pb2
+
+        failed = str(value.get("failed_node_id", ""))
+        error = types_pb2.Error(failed_node_id=failed, message=str(value.get("message", "")))
+        return lit.Scalar(error=error)
     primitive = lit.Primitive()
     if simple == 1:
         primitive.integer = value
