@@ -13,15 +13,21 @@ import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
+from sluice.clock import FakeClock
+from sluice.config import ConcurrencyConfig
 from sluice.errors import InputError, InvalidArgumentError
+from sluice.executions.launch_plans import LaunchPlanService
+from sluice.executions.schedules import ScheduleRunner
+from sluice.runtime import resolve_target
 from sluice.service import Sluice
-from support.engine import Outcome
+from support.engine import Outcome, outcome
 from support.flyte import FLOWS_ROOT, history
 from support.flyte_engine import FlyteEngine, flyte_engine
 from support.http_world import client_for
@@ -225,3 +231,49 @@ async def test_a_rejected_approval_and_an_unanswered_input_fail_their_gate(
     await flyte.engine.wait(late.id)
     timed_out = {n.node: n for n in (await service.execution(late.id)).nodes}["n0"]
     assert timed_out.error is not None and timed_out.error["code"] == "GateTimedOut"
+
+
+async def test_on_failure_runs_with_the_failure_and_is_skipped_on_success(
+    flyte: FlyteEngine,
+) -> None:
+    work = Path(os.environ["SLUICE_FLYTE_TEST_DIR"])
+    ok = await flyte.run(runtime.guarded, x=1)
+    _same_as_flytekit(ok, runtime.guarded(x=1))
+    assert ok.nodes["fn0"].phase.value == "SKIPPED"
+    assert not [r for r in history(work) if r.startswith("clean_up")]
+
+    failed = await flyte.run(runtime.guarded, x=-5)
+    assert failed.record.phase.value == "FAILED"
+    assert failed.record.error is not None and failed.record.error["node"] == "n0"  # not fn0
+    assert (failed.nodes["n1"].phase.value, failed.nodes["fn0"].phase.value) == (
+        "SKIPPED",
+        "SUCCEEDED",
+    )
+    assert failed.nodes["fn0"].inputs is not None
+    err = failed.nodes["fn0"].inputs["err"]
+    assert err["failed_node_id"] == "n0" and "ValueError: x is -5" in err["message"]
+    ran = [r for r in history(work) if r.startswith("clean_up")]
+    assert ran == ["clean_up--5-n0"]
+    with pytest.raises(ValueError, match="x is -5"):  # flytekit: the handler runs, then raises
+        runtime.guarded(x=-5)
+    assert [r for r in history(work) if r.startswith("clean_up")][1] == "clean_up--5-fn0"
+
+
+async def test_a_cron_schedule_sets_its_kickoff_time_input_at_each_firing(
+    flyte: FlyteEngine,
+) -> None:
+    rt = flyte.runtime
+    workflow, plan = resolve_target(runtime.kicked)
+    assert plan is not None and plan.schedule is not None
+    assert (plan.schedule.cron, plan.schedule.kickoff_input) == ("*/5 * * * *", "at")
+    plans = LaunchPlanService(rt.store, rt.notifier, rt.clock, rt.settings.project, "kickoff")
+    await plans.register(plan, workflow, activate=True)
+    later = FakeClock(rt.clock.now() + 600)  # two firings of every 5 minutes are due
+    scheduler = ScheduleRunner(rt.store, rt.notifier, later, ConcurrencyConfig(catch_up="latest"))
+    (fired,) = await scheduler.fire_due()
+    await flyte.engine.wait(fired.id)
+    found = await outcome(rt, fired.id)
+    at = datetime.fromtimestamp(fired.scheduled_at or 0, UTC)
+    assert at.minute % 5 == 0 and at.second == 0
+    assert _outputs(found) == {"o0": f"nightly at {at.isoformat()}"}
+    assert runtime.stamped(at=at) == f"nightly at {at.isoformat()}"  # flytekit, given that time

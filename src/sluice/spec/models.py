@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -211,6 +211,9 @@ class Schedule:
     fixed_rate: float | None = None
     catch_up: Literal["none", "latest", "all"] | None = None
     catch_up_max: int | None = None
+    kickoff_input: Annotated[str | None, Field(exclude_if=lambda name: name is None)] = None
+    """The workflow input each firing sets to its nominal time, a datetime (Flyte's
+    `kickoff_time_input_arg`); left out of dumps when unset."""
 
     def __post_init__(self) -> None:
         if (self.cron is None) == (self.fixed_rate is None):

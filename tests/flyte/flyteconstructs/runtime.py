@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Optional
 
 from flytekit import (
+    CronSchedule,
     HashMethod,
     ImageSpec,
+    LaunchPlan,
     conditional,
     current_context,
     eager,
@@ -126,11 +129,26 @@ def risky(x: int) -> int:
 
 @task
 def clean_up(x: int, err: Optional[FlyteError] = None) -> None:  # noqa: UP045 - flytekit's
-    _record(f"clean_up-{x}-{err.failed_node_id if err else 'none'}-{err is not None}")
-    if err is not None:
-        _record("clean_up-message " + err.message.strip().splitlines()[-1].replace(" ", "_"))
+    _record(f"clean_up-{x}-{err.failed_node_id if err else 'none'}")
 
 
 @workflow(on_failure=clean_up)
 def guarded(x: int = 1) -> int:
     return risky(x=risky(x=x))
+
+
+@task
+def stamp(at: datetime, label: str) -> str:
+    return f"{label} at {at.isoformat()}"
+
+
+@workflow
+def stamped(at: datetime, label: str = "nightly") -> str:
+    return stamp(at=at, label=label)
+
+
+kicked = LaunchPlan.get_or_create(
+    stamped,
+    name="kicked",
+    schedule=CronSchedule(schedule="*/5 * * * *", kickoff_time_input_arg="at"),
+)
