@@ -117,6 +117,11 @@ def _stdout_for_json(active: bool) -> Iterator[IO[str] | None]:
     if not active:
         yield None
         return
+    if not _on_descriptor_1(sys.stdout):  # a captured stdout (click's test runner): in Python
+        original = sys.stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            yield original
+        return
     sys.stdout.flush()
     saved = os.dup(1)
     os.dup2(2, 1)
@@ -129,6 +134,13 @@ def _stdout_for_json(active: bool) -> Iterator[IO[str] | None]:
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
+
+
+def _on_descriptor_1(stream: IO[str]) -> bool:
+    try:
+        return stream.fileno() == 1
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return False
 
 
 def _report(final: ExecutionRecord) -> None:
