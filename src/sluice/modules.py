@@ -31,8 +31,40 @@ def load_module(module: str, file: str = "") -> ModuleType:
         loaded = sys.modules.get(name)
         if loaded is not None and _same_file(loaded, path):
             return loaded
-    taken = module in sys.modules or importlib.util.find_spec(module) is not None
+    in_package = _from_package_root(module, path) if "." in module else None
+    if in_package is not None:
+        return in_package
+    taken = module in sys.modules or _importable(module)
     return _load_file(path, private_module_name(module, path) if taken else module)
+
+
+def _from_package_root(module: str, path: Path) -> ModuleType | None:
+    """A module of a package (`pkg.sub.mod`, as `sluice run` and pyflyte import a file inside
+    a package): imported by its name from its package root, which `path` must lie under as
+    the name says; None when it does not, or when that name is another file's."""
+    parts = module.split(".")
+    package = path.name == "__init__.py"
+    depth = len(parts) - 1 + package
+    if depth >= len(path.parents):
+        return None
+    root = path.parents[depth]
+    expected = root.joinpath(*parts, "__init__.py") if package else root.joinpath(*parts)
+    if (expected if package else expected.with_suffix(".py")) != path:
+        return None
+    if str(root) not in sys.path:
+        sys.path.append(str(root))  # its package imports; it shadows nothing
+    try:
+        found = importlib.import_module(module)
+    except ImportError:
+        return None
+    return found if _same_file(found, path) else None
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a dotted name whose parent package is not importable
+        return False
 
 
 def private_module_name(stem: str, path: Path) -> str:

@@ -90,9 +90,9 @@ def test_a_launch_plan_with_an_unsupported_workflow_is_not_imported(tmp_path: Pa
     )
     done = sluice(tmp_path / "s.db", "flyte", "import", str(serialized))
     assert done.returncode != 0
-    # the first refused launch plan in name order: the eager task's
-    assert "'unsupported.shapes.eagerly': node 'n0'" in done.stderr
-    assert "sluice does not run eager tasks" in done.stderr
+    # the first refused launch plan in name order: the echo of two inputs
+    assert "'unsupported.refused.echo_two': node 'n0'" in done.stderr
+    assert "an echo task of 2 inputs is not supported" in done.stderr
 
 
 def test_pyflyte_serialize_output_maps_as_in_process_and_runs(tmp_path: Path) -> None:

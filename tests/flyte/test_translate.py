@@ -52,13 +52,20 @@ def test_types_and_metadata_map_one_to_one() -> None:
 
 
 def test_an_unsupported_type_is_refused_naming_the_variable() -> None:
-    with pytest.raises(DefinitionError, match=r"takes_a_dataclass'.*input 'point'"):
-        resolve_target(_flows("shapes", "unsupported").takes_a_dataclass)
+    with pytest.raises(DefinitionError, match=r"takes_a_union'.*input 'value'.*Optional"):
+        resolve_target(_flows("shapes", "unsupported").takes_a_union)
 
 
-def test_a_gate_node_is_refused_naming_the_node() -> None:
-    with pytest.raises(DefinitionError, match=r"node 'n0' is a gate \(approve, sleep"):
-        resolve_target(_flows("shapes", "unsupported").gated)
+def test_a_dataclass_input_is_json() -> None:
+    workflow, _ = resolve_target(_flows("shapes", "unsupported").takes_a_dataclass)
+    task = next(iter(workflow.tasks.values()))
+    assert str(task.interface.inputs["point"].type) == "json"
+
+
+def test_a_gate_node_becomes_a_gate_task() -> None:
+    workflow, _ = resolve_target(_flows("shapes", "unsupported").gated)
+    task = workflow.tasks[workflow.node("n0").task]
+    assert (task.type, task.custom["kind"], task.custom["duration"]) == ("gate", "sleep", 1.0)
 
 
 def test_a_condition_on_none_is_refused_naming_the_node_and_case() -> None:
@@ -107,9 +114,9 @@ def test_a_dynamic_task_becomes_a_dynamic_node_built_on_the_flyte_plugin() -> No
     assert sorted(build.interface.inputs) == ["factor", "n"]
 
 
-def test_an_eager_task_is_refused_naming_it() -> None:
-    with pytest.raises(DefinitionError, match=r"'unsupported.shapes.eagerly' is a flytekit eager"):
-        resolve_target(_flows("shapes", "unsupported").eagerly)
+def test_an_eager_task_is_a_python_task_not_a_dynamic_one() -> None:
+    workflow, _ = resolve_target(_flows("shapes", "unsupported").eagerly)
+    assert [t.type for t in workflow.tasks.values()] == ["python-task"]
 
 
 def test_a_map_task_becomes_a_map_node_of_the_mapped_task() -> None:

@@ -110,6 +110,14 @@ async def _abort(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
     _not_found(await c.post(f"/api/v1/executions/{theirs.execution}/abort"))
 
 
+@case("POST", "/executions/{execution_id}/nodes/{node_id}/signal")
+async def _signal(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    url = "/api/v1/executions/{}/nodes/n0/signal"
+    _not_found(await c.post(url.format(theirs.execution), json={"value": 1}))
+    refused = await c.post(url.format(mine.execution), json={"value": 1})
+    assert "has no node 'n0'" in refused.text  # its own execution is found (it has no gate)
+
+
 @case("GET", "/pending")
 async def _pending(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
     listed = _json(await c.get("/api/v1/pending"))

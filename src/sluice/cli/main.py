@@ -222,11 +222,13 @@ def _start_early_worker(ctx: click.Context) -> None:
 
 
 def _add_subcommands(name: str, command: click.Command) -> None:
-    if name == "executions":  # `executions create` lives apart from ls/show/abort
+    if name == "executions":  # `executions create` and `signal` live apart from ls/show/abort
         from sluice.cli.create import create
+        from sluice.cli.signals import signal
 
         assert isinstance(command, click.Group)
         command.add_command(create)
+        command.add_command(signal)
     if name == "launchplan":  # `launchplan backfill` lives with the other backfill commands
         from sluice.cli.backfills import backfill_command
 

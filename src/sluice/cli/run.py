@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
-from typing import Any
+import sys
+from collections.abc import Iterator
+from typing import IO, Any
 
 import click
 
@@ -53,21 +57,23 @@ async def run_command(
 ) -> int:
     """Run TARGET (path/to/file.py:workflow, a launch plan or a task) on this machine,
     showing each node's phase and wait reason live. Exit code 0 on success."""
-    request = RunRequest.of(
-        load_target(target),
-        InputText(pairs, inputs_json),
-        {"overwrite_cache": overwrite_cache},
-        idempotency_key,
-    )  # every input error before the store opens
-    async with opened(ctx, role="run") as service:
-        output = None if quiet or as_json else task_output()  # task lines, above the table
-        stop_output = service.on_task_output(output) if output is not None else None
-        async with service.run(request) as local:
-            final = await _drive(service, local, quiet=as_json, output=output)
-        if stop_output is not None:
-            stop_output()
-        if as_json:
-            print_json(await service.execution(final.id))
+    with _stdout_for_json(as_json) as json_out:
+        request = RunRequest.of(
+            load_target(target),
+            InputText(pairs, inputs_json),
+            {"overwrite_cache": overwrite_cache},
+            idempotency_key,
+        )  # every input error before the store opens
+        async with opened(ctx, role="run") as service:
+            output = None if quiet or as_json else task_output()  # task lines, above the table
+            stop_output = service.on_task_output(output) if output is not None else None
+            async with service.run(request) as local:
+                final = await _drive(service, local, quiet=as_json, output=output)
+            if stop_output is not None:
+                stop_output()
+            if json_out is not None:
+                with contextlib.redirect_stdout(json_out):
+                    print_json(await service.execution(final.id))
     if not as_json:
         _report(final)
     if final.phase is ExecutionPhase.SKIPPED:
@@ -108,6 +114,40 @@ def _on_interrupt(local: LocalRun) -> Any:
 
     loop.add_signal_handler(signal.SIGINT, handler)
     return lambda: loop.remove_signal_handler(signal.SIGINT)
+
+
+@contextlib.contextmanager
+def _stdout_for_json(active: bool) -> Iterator[IO[str] | None]:
+    """With --json, stdout carries the JSON alone: anything else written to file descriptor 1
+    while the command runs (flytekit's import-time log lines, a task module's prints) goes to
+    stderr, and the JSON to the stream this yields."""
+    if not active:
+        yield None
+        return
+    if not _on_descriptor_1(sys.stdout):  # a captured stdout (click's test runner): in Python
+        original = sys.stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            yield original
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    json_out = os.fdopen(os.dup(saved), "w")
+    try:
+        yield json_out
+    finally:
+        json_out.flush()
+        json_out.close()
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _on_descriptor_1(stream: IO[str]) -> bool:
+    try:
+        return stream.fileno() == 1
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return False
 
 
 def _report(final: ExecutionRecord) -> None:

@@ -15,18 +15,29 @@ def resolve(
 ) -> Any:
     """The JSON value of a binding, given the execution's inputs and finished nodes' outputs."""
     if binding.kind == "input":
-        return inputs[binding.name]
+        return follow_path(inputs[binding.name], binding.path, f"input {binding.name!r}")
     if binding.kind == "output":
         produced = outputs.get(binding.node) or {}
         if binding.output not in produced:
             raise InputError(f"node {binding.node!r} produced no output {binding.output!r}")
-        return produced[binding.output]
+        where = f"node {binding.node!r} output {binding.output!r}"
+        return follow_path(produced[binding.output], binding.path, where)
     if binding.kind == "constant":
         return binding.value
     values = [resolve(item, inputs, outputs) for item in binding.items]
     if binding.kind == "list":
         return values
     return dict(zip(binding.keys, values, strict=True))
+
+
+def follow_path(value: Any, path: tuple[str | int, ...], where: str) -> Any:
+    """The part of `value` a binding's attribute path names (`o0.x`, `o0[0]`, `o0["k"]`)."""
+    for step in path:
+        try:
+            value = value[step]
+        except (KeyError, IndexError, TypeError):
+            raise InputError(f"{where}: has no {step!r} (attribute path {list(path)})") from None
+    return value
 
 
 def resolve_inputs(

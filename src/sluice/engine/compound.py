@@ -20,12 +20,14 @@ from typing import Any
 
 from sluice.engine import lifecycle
 from sluice.engine.bindings import check_outputs, resolve
+from sluice.engine.gates import GateNodes
 from sluice.engine.handler import TaskHandler
 from sluice.engine.launch_node import LaunchPlanNodes
 from sluice.engine.state import ExecutionState, NodeState
 from sluice.errors import InputError, SluiceError
 from sluice.plugins.core.phase import Phase, PhaseInfo
 from sluice.spec import compound as c
+from sluice.spec.gates import GATE_TYPE
 from sluice.spec.models import NodeSpec, TaskSpec
 from sluice.spec.phases import NodePhase
 from sluice.spec.validate import dependencies, topological_order
@@ -38,6 +40,7 @@ class CompoundNodes:
     def __init__(self, handler: TaskHandler, launches: LaunchPlanNodes) -> None:
         self.handler = handler
         self.launches = launches
+        self.gates = GateNodes(launches.store, launches.clock, launches.wake_at)
 
     async def step(self, ex: ExecutionState, node: NodeState) -> None:
         try:
@@ -45,8 +48,10 @@ class CompoundNodes:
                 await self._step_map(ex, node)
             elif node.task.type == c.DYNAMIC_TYPE:
                 await self._step_dynamic(ex, node)
+            elif node.task.type == GATE_TYPE:
+                await self._step_waiting(ex, node, await self.gates.step(ex, node))
             else:
-                await self._step_launch_plan(ex, node)
+                await self._step_waiting(ex, node, await self.launches.step(ex, node))
         except (SluiceError, InputError, KeyError, ValueError) as exc:
             await self._fail(ex, node, "CompoundNodeError", str(exc))
 
@@ -60,8 +65,8 @@ class CompoundNodes:
             await self.launches.abort(node, reason)
         await self.handler.abort(ex, node, reason)
 
-    async def _step_launch_plan(self, ex: ExecutionState, node: NodeState) -> None:
-        info = await self.launches.step(ex, node)
+    async def _step_waiting(self, ex: ExecutionState, node: NodeState, info: PhaseInfo) -> None:
+        """A launch plan node's or a gate's step: recorded, and the node ended if it did."""
         if not info.phase.is_terminal():
             self.handler.record(ex, node, info)
             return

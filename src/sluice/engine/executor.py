@@ -8,6 +8,7 @@ import logging
 
 from sluice.cancellation import reraise_cancellation
 from sluice.clock import store_now
+from sluice.engine import on_failure
 from sluice.engine.bindings import resolve, resolve_inputs
 from sluice.engine.cache_gate import NO_CACHE
 from sluice.engine.claims import NO_CLAIMS
@@ -121,14 +122,17 @@ class ExecutionDriver:
             self._propagate(ex, node)
 
     def _start(self, ex: ExecutionState, node: NodeState) -> bool:
-        """Move a node whose upstream all succeeded to RUNNING with its inputs bound."""
-        if any(ex.nodes[d].record.phase in _UNSUCCESSFUL for d in node.dependencies):
-            self.handler.record(
-                ex, node, PhaseInfo.aborted(0, "skipped: an upstream node did not succeed")
-            )
+        """Move a node whose upstream all succeeded to RUNNING with its inputs bound (a
+        failure handler: once the execution failed and all else stopped, engine/on_failure)."""
+        handler = on_failure.is_handler(ex, node)
+        ready = on_failure.may_start(ex, node) if handler else not node.waiting_on
+        unsuccessful = any(ex.nodes[d].record.phase in _UNSUCCESSFUL for d in node.dependencies)
+        if ready is None or (unsuccessful and not handler):
+            why = "the workflow did not fail" if handler else "an upstream node did not succeed"
+            self.handler.record(ex, node, PhaseInfo.aborted(0, f"skipped: {why}"))
             self._end_node(ex, node, NodePhase.SKIPPED)
             return True
-        if node.waiting_on:
+        if not ready:
             return False
         rec = node.record
         now = self.s.clock.now()
@@ -144,6 +148,9 @@ class ExecutionDriver:
             rec.error = {"code": "BadInputs", "message": str(exc), "kind": "USER"}
             self._end_node(ex, node, NodePhase.FAILED)
             return True
+        error_input = ex.workflow.on_failure.error_input if ex.workflow.on_failure else ""
+        if handler and error_input:
+            rec.inputs = {**rec.inputs, error_input: on_failure.failure_value(ex)}
         rec.phase, rec.started_at, rec.updated_at = NodePhase.RUNNING, now, now
         ex.mark_changed(node)
         return True
@@ -164,10 +171,14 @@ class ExecutionDriver:
 
     async def _stop_all(self, ex: ExecutionState) -> None:
         reason = ex.record.reason or "execution aborted"
+        failing = ex.record.phase is ExecutionPhase.FAILING
+        handler = on_failure.handler_of(ex) if failing else None  # it runs once all stopped
         active = [n for n in ex.nodes.values() if not n.record.phase.is_terminal]
-        top = [n for n in active if n.parent is None]  # a compound node stops its children
+        top = [n for n in active if n.parent is None and n is not handler]  # children: parent's
         await asyncio.gather(*(self.compound.abort(ex, n, reason) for n in top))
         ex.todo.clear()
+        if handler is not None and not handler.record.phase.is_terminal:
+            await self._evaluate(ex, handler)
 
     def _complete_if_done(self, ex: ExecutionState) -> None:
         if ex.record.phase.is_terminal or not ex.all_terminal():

@@ -11,6 +11,7 @@ from sluice.clock import Clock
 from sluice.errors import DefinitionError, NotFoundError
 from sluice.executions.launch import check_definitions, merge_inputs
 from sluice.executions.policies import LAUNCH_PLANS_CHANNEL, launch_plan_spec
+from sluice.executions.schedules import firing_inputs
 from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
 from sluice.store.notify import Notifier
 from sluice.store.records import LaunchPlanRecord
@@ -93,7 +94,8 @@ class LaunchPlanService:
         _check_workflow(spec, workflow)
         check_definitions(workflow, self.project, self.domain, spec)
         if spec.schedule is not None:
-            merge_inputs(workflow, {}, spec)  # a schedule fires with no inputs of its own
+            # a schedule fires with no inputs of its own but its kickoff time, if it names one
+            merge_inputs(workflow, firing_inputs(spec.schedule, self.clock.now()), spec)
 
     async def _put(self, repos: Repos, spec: LaunchPlanSpec, workflow: WorkflowSpec) -> None:
         now = self.clock.now()

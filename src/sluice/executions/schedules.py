@@ -20,7 +20,8 @@ import asyncio
 import contextlib
 import logging
 import math
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from sluice.cancellation import reraise_cancellation
@@ -88,6 +89,14 @@ def slots_between(
         if len(slots) > limit:
             raise ValueError(f"more than {limit} slots")
     return slots
+
+
+def firing_inputs(schedule: Schedule, at: float) -> dict[str, Any]:
+    """The inputs a firing at `at` gives its execution: its nominal time (ISO, UTC) as the
+    schedule's kickoff input, if it names one; nothing else."""
+    if schedule.kickoff_input is None:
+        return {}
+    return {schedule.kickoff_input: datetime.fromtimestamp(at, UTC).isoformat()}
 
 
 def next_firing(schedule: Schedule, anchor: float, now: float) -> float:
@@ -199,7 +208,7 @@ class ScheduleRunner:
                 project=record.project,
                 domain=record.domain,
                 workflow=workflow,
-                inputs={},
+                inputs=firing_inputs(spec.schedule, at),
                 launch_plan=spec,
                 scheduled_at=at,
             )

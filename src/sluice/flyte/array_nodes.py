@@ -19,6 +19,7 @@ import copy
 from typing import Any
 
 from sluice.errors import DefinitionError
+from sluice.flyte.simple_tasks import sidecar_as_python_task
 from sluice.flyte.tasks import MAP_RESOLVER, interface, task_spec
 from sluice.spec.canonical import digest
 from sluice.spec.compound import MAP_TYPE, MapOptions
@@ -35,6 +36,8 @@ def map_task_spec(node: Any, array_template: Any, root: str, file: str, where: s
     here = f"{where}: node {node.id!r} (map_task)"
     if array.node.WhichOneof("target") != "task_node":
         raise DefinitionError(f"{here}: only a map over a task is supported, not over a node")
+    if not array_template.HasField("container") and array_template.HasField("k8s_pod"):
+        array_template = sidecar_as_python_task(array_template, here)  # a map over a Pod task
     bound, inner_resolver, inner_args = _map_args(list(array_template.container.args), here)
     as_json = json_format.MessageToDict(array_template)
     # sorted: a protobuf map's order differs between processes, the spec must not

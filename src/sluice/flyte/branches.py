@@ -18,6 +18,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+from sluice.engine.bindings import follow_path
 from sluice.errors import DefinitionError
 from sluice.spec.compound import BUILD_OUTPUT
 from sluice.spec.models import Binding, WorkflowSpec
@@ -100,7 +101,9 @@ def with_constants(workflow: WorkflowSpec, values: dict[str, Any]) -> WorkflowSp
 
     def fill(binding: Binding) -> Binding:
         if binding.kind == "input":
-            return Binding(kind="constant", value=values[binding.name])
+            where = f"branch input {binding.name!r}"
+            value = follow_path(values[binding.name], binding.path, where)
+            return Binding(kind="constant", value=value)
         if binding.kind in ("list", "dict"):
             return binding.model_copy(update={"items": tuple(fill(i) for i in binding.items)})
         return binding

@@ -1,7 +1,8 @@
 """A flyteidl launch plan -> a sluice LaunchPlanSpec (and the WorkflowSpec it launches).
 
 Default inputs (parameters with a default) and fixed inputs become sluice's; the schedule's cron
-expression or fixed rate becomes a Schedule (UTC, as Flyte's); `concurrency_policy` becomes a
+expression or fixed rate becomes a Schedule (UTC, as Flyte's), its kickoff_time_input_arg the
+input each firing sets to its nominal time; `concurrency_policy` becomes a
 ConcurrencyPolicy. Flyte's proto knows only SKIP (and UNSPECIFIED, which sluice reads as SKIP,
 the only behavior upstream has, rather than silently disabling the limit); sluice's WAIT and
 REPLACE stay available on sluice launch plans.
@@ -57,7 +58,7 @@ def launch_plan_spec(entities: FlyteEntities, plan: Any) -> tuple[WorkflowSpec, 
         workflow=f"{workflow.name}@{workflow.version}",
         default_inputs=defaults,
         fixed_inputs=fixed,
-        schedule=_schedule(plan.spec.entity_metadata, where),
+        schedule=_schedule(plan.spec.entity_metadata, where, dict(workflow.interface.inputs)),
         concurrency=_concurrency(plan.spec, where),
     )
     spec = draft.model_copy(update={"version": digest(draft.model_dump(mode="json"))[:16]})
@@ -71,24 +72,28 @@ def _workflow_defaults(entities: FlyteEntities, workflow_name: str) -> dict[str,
     return default_inputs(plan) if plan is not None else {}
 
 
-def _schedule(metadata: Any, where: str) -> Schedule | None:
+def _schedule(metadata: Any, where: str, inputs: dict[str, Any]) -> Schedule | None:
+    """The launch plan's schedule; its `kickoff_time_input_arg` must name a datetime input of
+    the workflow (each firing sets it to its nominal time)."""
     if not metadata.HasField("schedule"):
         return None
     schedule = metadata.schedule
-    if schedule.kickoff_time_input_arg:
+    kickoff = schedule.kickoff_time_input_arg or None
+    if kickoff is not None and str(getattr(inputs.get(kickoff), "type", "")) != "datetime":
         raise DefinitionError(
-            f"{where}: the schedule's kickoff_time_input_arg "
-            f"{schedule.kickoff_time_input_arg!r} is not supported yet"
+            f"{where}: the schedule's kickoff_time_input_arg {kickoff!r} is not a datetime "
+            f"input of the workflow (inputs: {sorted(inputs)})"
         )
     kind = schedule.WhichOneof("ScheduleExpression")
     if kind == "cron_schedule":
         if schedule.cron_schedule.offset:
             raise DefinitionError(f"{where}: a cron schedule offset is not supported yet")
-        return Schedule(cron=schedule.cron_schedule.schedule)
+        return Schedule(cron=schedule.cron_schedule.schedule, kickoff_input=kickoff)
     if kind == "cron_expression":
-        return Schedule(cron=schedule.cron_expression)
+        return Schedule(cron=schedule.cron_expression, kickoff_input=kickoff)
     if kind == "rate":
-        return Schedule(fixed_rate=schedule.rate.value * _RATE_UNIT_SECONDS[schedule.rate.unit])
+        seconds = schedule.rate.value * _RATE_UNIT_SECONDS[schedule.rate.unit]
+        return Schedule(fixed_rate=seconds, kickoff_input=kickoff)
     return None
 
 

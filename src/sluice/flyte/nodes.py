@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluice.errors import DefinitionError
+from sluice.engine.bindings import follow_path
+from sluice.errors import DefinitionError, InputError
 from sluice.flyte.array_nodes import map_task_spec
 from sluice.flyte.entities import FlyteEntities
 from sluice.flyte.tasks import task_spec
@@ -20,12 +21,12 @@ from sluice.plugins.builtin.flyte_literals import to_json
 from sluice.spec.canonical import digest
 from sluice.spec.compound import LAUNCH_PLAN_TYPE, LaunchPlanCall
 from sluice.spec.models import Binding, Interface, NodeSpec, TaskSpec
+from sluice.spec.types import JSON, TypeSpec
 
 START_NODES = ("", "start-node")  # flytekit writes "", the compiled form "start-node"
 SUB_WORKFLOW_SEPARATOR = "-"
 MAX_DEPTH = 16
 """Sub-workflows nested deeper than this are refused (a cycle of references otherwise)."""
-_UNSUPPORTED = {"gate_node": "a gate (approve, sleep, wait_for_input) node"}
 
 
 @dataclass
@@ -58,6 +59,8 @@ class Translator:
         self.sub_workflows = sub_workflows
         self.nodes: list[NodeSpec] = []
         self.tasks: dict[str, TaskSpec] = {}
+        self.input_types: dict[str, TypeSpec] = {}
+        """The workflow's input types (`type_of` an input binding), when known."""
 
     def template(self, template: Any, scope: Scope, where: str) -> dict[str, Binding]:
         """Add the template's nodes; return its outputs' bindings."""
@@ -83,9 +86,36 @@ class Translator:
 
             task, inputs = branch_task(self, node, scope, here)
             self._add_spec(node, task, inputs, scope)
+        elif target == "gate_node":
+            self._gate(node, scope, here)
         else:
-            what = _UNSUPPORTED.get(target or "", f"a {target} node")
-            raise DefinitionError(f"{here} is {what}, not supported yet")
+            raise DefinitionError(f"{here} is a {target} node, not supported yet")
+
+    def _gate(self, node: Any, scope: Scope, here: str) -> None:
+        from sluice.flyte.gate_nodes import gate_task
+
+        inputs = {
+            b.var: self.binding(b.binding, None, scope, f"{here}: input {b.var!r}")
+            for b in node.inputs
+        }
+        passed = next(iter(inputs.values()), None)
+        task = gate_task(node, self.type_of(passed) if passed else JSON, here)
+        self._add_spec(node, task, inputs, scope)
+
+    def type_of(self, binding: Binding) -> TypeSpec:
+        """The type of a bound value, where the translation knows it; JSON otherwise."""
+        if binding.kind == "output":
+            spec = next((n for n in self.nodes if n.id == binding.node), None)
+            found = self.tasks[spec.task].interface.outputs.get(binding.output) if spec else None
+        elif binding.kind == "input":
+            found = self.input_types.get(binding.name)
+        else:
+            found = None
+        for _ in binding.path if found is not None else ():
+            if found is None or found.kind not in ("list", "dict"):
+                return JSON
+            found = found.args[0]
+        return found or JSON
 
     def _array(self, node: Any, scope: Scope, where: str, here: str) -> None:
         inner = node.array_node.node
@@ -111,6 +141,9 @@ class Translator:
             raise DefinitionError(f"{here} calls sub-workflow {name!r}, not found")
         if scope.depth >= MAX_DEPTH:
             raise DefinitionError(f"{here}: sub-workflows nested over {MAX_DEPTH} deep")
+        from sluice.flyte.workflows import refuse_failure_node
+
+        refuse_failure_node(sub, f"{here} (sub-workflow {name!r})")
         self._inline(node, sub, scope, here)
 
     def _inline(self, node: Any, sub: Any, scope: Scope, here: str) -> None:
@@ -227,8 +260,10 @@ class Translator:
         raise DefinitionError(f"{where}: a Flyte binding of kind {kind!r} is not supported yet")
 
     def _promise(self, ref: Any, scope: Scope, where: str) -> Binding:
-        if len(ref.attr_path):
-            raise DefinitionError(f"{where}: attribute access on a promise is not supported yet")
+        path = tuple(getattr(a, a.WhichOneof("value") or "string_value") for a in ref.attr_path)
+        return with_path(self._promised_value(ref, scope, where), path, where)
+
+    def _promised_value(self, ref: Any, scope: Scope, where: str) -> Binding:
         capture = scope.capture
         if capture is not None and ref.node_id not in {*scope.ends, *scope.produced}:
             key = f"{ref.node_id}.{ref.var}"
@@ -250,6 +285,27 @@ class Translator:
         if ref.node_id not in scope.ends:
             raise DefinitionError(f"{where}: bound to unknown node {ref.node_id!r}")
         return Binding(kind="output", node=scope.prefix + ref.node_id, output=ref.var)
+
+
+def with_path(binding: Binding, path: tuple[str | int, ...], where: str) -> Binding:
+    """`binding` followed by an attribute path (Flyte's `out.field`, `out[0]`, `out["k"]`):
+    a path on an input or output binding, resolved when the node starts; taken at once from a
+    constant, a list or a dict (a sub-workflow input bound to one)."""
+    if not path:
+        return binding
+    if binding.kind in ("input", "output"):
+        return binding.model_copy(update={"path": (*binding.path, *path)})
+    if binding.kind == "constant":
+        try:
+            return Binding(kind="constant", value=follow_path(binding.value, path, where))
+        except InputError as exc:
+            raise DefinitionError(str(exc)) from None
+    step, rest = path[0], path[1:]
+    keys: list[str | int] = list(binding.keys) if binding.kind == "dict" else []
+    index = keys.index(step) if step in keys else step if binding.kind == "list" else None
+    if not isinstance(index, int) or not 0 <= index < len(binding.items):
+        raise DefinitionError(f"{where}: a {binding.kind} binding has no {step!r}")
+    return with_path(binding.items[index], rest, where)
 
 
 def ordered(nodes: Any, where: str) -> list[Any]:

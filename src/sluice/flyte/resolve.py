@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sluice.errors import DefinitionError
+from sluice.errors import DefinitionError, SluiceError
 from sluice.flyte.entities import serialize
 from sluice.flyte.launch_plans import default_inputs, launch_plan_spec
 from sluice.flyte.tasks import task_spec
@@ -14,7 +14,21 @@ from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
 
 def resolve_flytekit(target: Any) -> tuple[WorkflowSpec, LaunchPlanSpec | None]:
     """Serialize `target` in process and translate it; DefinitionError naming what sluice
-    does not support."""
+    does not support, or what flytekit itself refused while serializing (one line, never a
+    traceback)."""
+    try:
+        return _resolve(target)
+    except SluiceError:
+        raise
+    except Exception as exc:  # flytekit's own refusal (a type it cannot serialize, ...)
+        name = getattr(target, "name", repr(target))
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise DefinitionError(
+            f"flytekit could not serialize {name!r}: {type(exc).__name__}: {first}"
+        ) from None
+
+
+def _resolve(target: Any) -> tuple[WorkflowSpec, LaunchPlanSpec | None]:
     from flytekit import LaunchPlan
     from flytekit.core.base_task import PythonTask
     from flytekit.core.workflow import WorkflowBase

@@ -15,6 +15,12 @@ from typing import Any
 
 from sluice.errors import DefinitionError
 from sluice.flyte.plugin_tasks import PLUGIN_TASK_TYPES, PYTHON_FUNCTION_TYPES
+from sluice.flyte.simple_tasks import (
+    ECHO_TYPE,
+    SIDECAR_TYPE,
+    echo_task,
+    sidecar_as_python_task,
+)
 from sluice.plugins.builtin.flyte_exec import resolver_of
 from sluice.plugins.builtin.flyte_literals import type_spec
 from sluice.spec.canonical import digest
@@ -39,15 +45,14 @@ def task_spec(template: Any, source_root: str = "", module_file: str = "") -> Ta
 
     name = template.id.name
     where = f"Flyte task {name!r}"
+    if template.type == ECHO_TYPE:
+        return echo_task(template, where)
+    if template.type == SIDECAR_TYPE:
+        template = sidecar_as_python_task(template, where)
     if template.type not in SUPPORTED_TYPES:
         raise DefinitionError(
             f"{where}: task type {template.type!r} is not supported by sluice yet "
-            f"(supported: {', '.join(SUPPORTED_TYPES)})"
-        )
-    if template.metadata.is_eager:
-        raise DefinitionError(
-            f"{where} is a flytekit eager task: it launches its tasks itself, through a Flyte "
-            "backend, while it runs; sluice does not run eager tasks"
+            f"(supported: {', '.join((*SUPPORTED_TYPES, ECHO_TYPE, SIDECAR_TYPE))})"
         )
     if template.HasField("container") and MAP_RESOLVER in template.container.args:
         raise DefinitionError(
@@ -66,7 +71,7 @@ def task_spec(template: Any, source_root: str = "", module_file: str = "") -> Ta
         "module_file": module_file,
     }
     task_type = template.type
-    if is_dynamic(template):
+    if is_dynamic(template) and not template.metadata.is_eager:  # eager: flyte_context.py
         task_type = DYNAMIC_TYPE
         custom = {**custom, "build_type": template.type, "dynamic_builder": DYNAMIC_BUILDER}
     translate = PLUGIN_TASK_TYPES.get(template.type) if task_type == template.type else None

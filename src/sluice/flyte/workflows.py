@@ -11,7 +11,8 @@ a child execution under the launch plan's concurrency policy; a sub-workflow nod
 workflow as `{node}-{its node}`, its inputs bound to what the node's were, and what read the
 node's outputs reads its outputs' bindings. A task node of a @dynamic task becomes a sluice
 dynamic node (flyte/dynamic.py), and so does a branch node (flyte/branch_nodes.py: its build
-picks the case). Gate nodes are refused naming the node.
+picks the case). A gate node becomes a sluice gate (flyte/gate_nodes.py), which waits in
+the store.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sluice.errors import DefinitionError
 from sluice.flyte.entities import FlyteEntities
 from sluice.flyte.nodes import Scope, Translator
 from sluice.flyte.tasks import interface
+from sluice.plugins.builtin.flyte_literals import is_error_type
 from sluice.spec.canonical import digest
-from sluice.spec.models import Binding, NodeSpec, TaskSpec, WorkflowSpec
+from sluice.spec.models import Binding, NodeSpec, OnFailure, TaskSpec, WorkflowSpec
 from sluice.spec.validate import validate_workflow
 
 
@@ -36,18 +39,54 @@ def workflow_spec(
     template = spec.template
     where = f"Flyte workflow {name!r}"
     translator = Translator(entities, {w.id.name: w for w in spec.sub_workflows})
+    typed = interface(template.interface, where, dict(defaults or {}))
+    translator.input_types = {n: i.type for n, i in typed.inputs.items()}
     outputs = translator.template(template, Scope(), where)
+    handler = _failure_handler(translator, template, where)
     draft = WorkflowSpec(
         name=name,
         version="",
-        interface=interface(template.interface, where, dict(defaults or {})),
+        interface=typed,
         nodes=tuple(translator.nodes),
         outputs=outputs,
         tasks=dict(translator.tasks),
+        on_failure=handler,
     )
     spec_out = draft.model_copy(update={"version": digest(draft.model_dump(mode="json"))[:16]})
     validate_workflow(spec_out)
     return spec_out
+
+
+def _failure_handler(translator: Translator, template: Any, where: str) -> OnFailure | None:
+    """The workflow's `on_failure` task as its failure handler node (engine/on_failure.py):
+    a node waiting for every other, its FlyteError input (if it declares one) bound by the
+    engine to the failure."""
+    if not (template.HasField("failure_node") and template.failure_node.id):
+        return None
+    node = template.failure_node
+    if node.WhichOneof("target") != "task_node":
+        raise DefinitionError(f"{where}: on_failure node {node.id!r} must run a task")
+    others = tuple(n.id for n in translator.nodes)
+    translator.node(node, Scope(), f"{where} (on_failure)")
+    added = translator.nodes.pop()
+    translator.nodes.append(added.model_copy(update={"upstream": others}))
+    variables = translator.entities.tasks[node.task_node.reference_id.name].template.interface
+    error_input = next(
+        (n for n, v in variables.inputs.variables.items() if is_error_type(v.type)), ""
+    )
+    return OnFailure(node=added.id, error_input=error_input)
+
+
+def refuse_failure_node(template: Any, where: str) -> None:
+    """A sub-workflow's `on_failure` handler is refused by name rather than silently dropped
+    (sluice inlines sub-workflows: there is no sub-workflow failure to handle apart)."""
+    if template.HasField("failure_node") and template.failure_node.id:
+        node = template.failure_node
+        raise DefinitionError(
+            f"{where}: node {node.id!r} ({node.metadata.name or 'on_failure'}) is the "
+            "sub-workflow's on_failure handler, which sluice does not run (a workflow's own "
+            "on_failure runs)"
+        )
 
 
 def task_workflow(task: TaskSpec) -> WorkflowSpec:

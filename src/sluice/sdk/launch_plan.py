@@ -100,7 +100,8 @@ class LaunchPlan:
             raise DefinitionError(f"{where}: input {overlap[0]!r} is both default and fixed")
         if self.schedule is not None:
             required = {n for n, spec in wf.interface.inputs.items() if not spec.has_default}
-            unset = sorted(required - set(defaults) - set(fixed))
+            kickoff = {self.schedule.kickoff_input} - {None}  # each firing sets it
+            unset = sorted(required - set(defaults) - set(fixed) - kickoff)
             if unset:
                 raise DefinitionError(
                     f"{where}: a scheduled launch plan needs a value for input {unset[0]!r} "

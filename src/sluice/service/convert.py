@@ -9,6 +9,7 @@ from sluice.plugins.core.phase import Phase
 from sluice.resources.models import NamespaceSnapshot
 from sluice.service import models as m
 from sluice.spec.compound import ShownNode
+from sluice.spec.gates import SIGNALED_EVENT
 from sluice.spec.models import NodeSpec, WorkflowSpec
 from sluice.spec.phases import NodePhase
 from sluice.spec.validate import dependencies
@@ -123,7 +124,7 @@ def attempts(
     when it reached a terminal task phase, the last phase, reason and error."""
     by_attempt: dict[int, list[EventRecord]] = {}
     for e in events:
-        if e.node_id == node.node_id:
+        if e.node_id == node.node_id and e.phase != SIGNALED_EVENT:  # a gate's answer
             by_attempt.setdefault(e.attempt, []).append(e)
     return [_attempt(n, seen, log_bytes.get(n)) for n, seen in sorted(by_attempt.items())]
 

@@ -42,6 +42,7 @@ from sluice.service.local import (
 )
 from sluice.service.rate_limits import RateLimitService
 from sluice.service.requests import RunRequest, Scope
+from sluice.service.signals import signal_gate
 from sluice.service.targets import launch_plan_of
 from sluice.service.tokens import Tokens
 from sluice.spec.names import check_entity_name, check_scope_name
@@ -279,6 +280,18 @@ class Sluice:
             finally:
                 await engine.stop()
         return await self._summary(record)
+
+    async def signal(self, execution_id: str, node_id: str, value: Any) -> m.Event:
+        """Answer a gate that waits (a `wait_for_input`'s value, an `approve`'s true or
+        false): the value is checked against the gate's type and kept as its event."""
+        record = await self._get(execution_id)
+        self._may_write(record.project)
+        runtime = self.runtime
+        async with runtime.store.write() as repos:
+            event = await signal_gate(
+                repos, runtime.notifier, record, node_id, value, runtime.clock.now()
+            )
+        return convert.event(event)
 
     async def _get(self, execution_id: str) -> ExecutionRecord:
         async with self.runtime.store.read() as repos:

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import Field
 
 from sluice.errors import DefinitionError
+from sluice.spec.gates import GATE_TYPE
 from sluice.spec.models import (
     Binding,
     Interface,
@@ -40,7 +41,8 @@ from sluice.spec.validate import dependencies, validate_workflow
 MAP_TYPE = "map"
 DYNAMIC_TYPE = "dynamic"
 LAUNCH_PLAN_TYPE = "launch_plan"
-COMPOUND_TYPES = frozenset({MAP_TYPE, DYNAMIC_TYPE, LAUNCH_PLAN_TYPE})
+COMPOUND_TYPES = frozenset({MAP_TYPE, DYNAMIC_TYPE, LAUNCH_PLAN_TYPE, GATE_TYPE})
+"""Node types the engine steps itself, never a plugin (a gate: spec/gates.py)."""
 BUILD_SUFFIX = ":build"
 BUILD_OUTPUT = "workflow"
 
@@ -101,7 +103,7 @@ def plugin_tasks(tasks: Iterable[TaskSpec]) -> Iterator[TaskSpec]:
             yield build_task(task)
         elif task.type == LAUNCH_PLAN_TYPE:
             yield from plugin_tasks(launch_plan_call(task).workflow.tasks.values())
-        else:
+        elif task.type != GATE_TYPE:
             yield task
 
 
@@ -236,6 +238,8 @@ def node_order(workflow: WorkflowSpec, stored: Mapping[str, StoredNode]) -> list
 def _stored_children(
     node_id: str, task: TaskSpec, stored: Mapping[str, StoredNode]
 ) -> Iterator[ShownNode]:
+    if task.type == GATE_TYPE:
+        return
     if task.type == MAP_TYPE:
         inner, index = map_options(task).task, 0
         while map_child_id(node_id, index) in stored:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
@@ -145,6 +145,10 @@ class Binding(SpecModel):
     value: Any = None  # JSON constant (kind "constant")
     items: tuple[Binding, ...] = ()  # kind "list"
     keys: tuple[str, ...] = ()  # kind "dict": keys matching items
+    path: tuple[str | int, ...] = Field(default=(), exclude_if=lambda path: not path)
+    """Kinds "input" and "output": a field, key or index path into the value (Flyte's
+    attribute access on a promise, `out.field`, `out[0]`, `out["k"]`); left out of dumps
+    when empty, so specs without one keep their digests."""
 
     def upstream_nodes(self) -> set[str]:
         if self.kind == "output":
@@ -162,6 +166,16 @@ class NodeSpec(SpecModel):
     upstream: tuple[str, ...] = ()  # every node this one waits for, from bindings and ordering
 
 
+class OnFailure(SpecModel):
+    """A workflow's failure handler (Flyte's `on_failure`): `node`, one of the workflow's
+    nodes, runs only when the execution fails, after every other node has stopped; it is
+    SKIPPED when the execution succeeds. `error_input`, if set, is the input of its task
+    that receives the failure ({"failed_node_id", "message"})."""
+
+    node: str
+    error_input: str = ""
+
+
 class WorkflowSpec(SpecModel):
     name: str
     version: str
@@ -169,6 +183,7 @@ class WorkflowSpec(SpecModel):
     nodes: tuple[NodeSpec, ...] = ()
     outputs: dict[str, Binding] = Field(default_factory=dict)
     tasks: dict[str, TaskSpec] = Field(default_factory=dict)
+    on_failure: OnFailure | None = Field(default=None, exclude_if=lambda found: found is None)
 
     def node(self, node_id: str) -> NodeSpec:
         for node in self.nodes:
@@ -272,6 +287,9 @@ class Schedule:
     fixed_rate: float | None = None
     catch_up: Literal["none", "latest", "all"] | None = None
     catch_up_max: int | None = None
+    kickoff_input: Annotated[str | None, Field(exclude_if=lambda name: name is None)] = None
+    """The workflow input each firing sets to its nominal time, a datetime (Flyte's
+    `kickoff_time_input_arg`); left out of dumps when unset."""
 
     def __post_init__(self) -> None:
         if (self.cron is None) == (self.fixed_rate is None):

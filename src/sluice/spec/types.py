@@ -271,6 +271,8 @@ def _check(spec: TypeSpec, value: Any, path: str, depth: int = 0) -> Any:
     if kind in ("file", "directory"):
         if not (isinstance(value, dict) and isinstance(value.get("path"), str)):
             raise _Invalid(path, f'a {kind} reference {{"path": ...}}', value)
+        if isinstance(value.get("hash"), str):  # its content's hash (flytekit's HashMethod)
+            return {"path": value["path"], "hash": value["hash"]}
         return {"path": value["path"]}
     return _check_record(spec, value, path)
 

@@ -20,6 +20,8 @@ def validate_workflow(spec: WorkflowSpec) -> list[str]:
         nodes[node.id] = node
     for node in spec.nodes:
         _check_node(spec, nodes, node, f"{where}: node {node.id!r}")
+    if spec.on_failure is not None and spec.on_failure.node not in nodes:
+        raise DefinitionError(f"{where}: on_failure names unknown node {spec.on_failure.node!r}")
     for name, binding in spec.outputs.items():
         target = spec.interface.outputs.get(name)
         if target is None:
@@ -72,9 +74,9 @@ def _binding_type(
         declared = spec.interface.inputs.get(binding.name)
         if declared is None:
             raise DefinitionError(f"{where}: unknown workflow input {binding.name!r}")
-        return declared.type
+        return _along(declared.type, binding.path, where)
     if binding.kind == "output":
-        return _output_type(spec, nodes, binding, where)
+        return _along(_output_type(spec, nodes, binding, where), binding.path, where)
     if binding.kind == "constant":
         try:
             validate_json(target, binding.value, where)
@@ -87,6 +89,24 @@ def _binding_type(
     for i, child in enumerate(binding.items):
         _check_binding(spec, nodes, child, item, f"{where}[{i}]")
     return None
+
+
+def _along(source: TypeSpec, path: tuple[str | int, ...], where: str) -> TypeSpec | None:
+    """The type at a binding's attribute path; None (checked when the value is bound) where
+    the path enters a value of no declared shape (JSON)."""
+    for step in path:
+        if source.kind == "json":
+            return None
+        if source.kind == "record" and isinstance(step, str):
+            found = next((f.type for f in source.fields if f.name == step), None)
+        elif source.kind in ("list", "dict") and isinstance(step, int) == (source.kind == "list"):
+            found = source.args[0]
+        else:
+            found = None
+        if found is None:
+            raise DefinitionError(f"{where}: a {source} has no {step!r}")
+        source = found
+    return source
 
 
 def _output_type(

@@ -412,6 +412,18 @@ class EventRepository:
             query = query.where(self._t.c.execution_id == execution_id)
         return [EventRecord(**row._mapping) for row in await self._conn.execute(query)]
 
+    async def of_node(
+        self, execution_id: str, node_id: str, phase: str
+    ) -> builtins.list[EventRecord]:
+        """The node's events of one phase, oldest first (a gate's signals)."""
+        t = self._t
+        query = (
+            sa.select(t)
+            .where(t.c.execution_id == execution_id, t.c.node_id == node_id, t.c.phase == phase)
+            .order_by(t.c.id)
+        )
+        return [EventRecord(**row._mapping) for row in await self._conn.execute(query)]
+
 
 class SpecRepository:
     def __init__(self, conn: AsyncConnection) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Optional
+from typing import Optional, Union
 
 from flytekit import LaunchPlan, conditional, eager, map_task, sleep, task, workflow
 
@@ -23,6 +23,11 @@ class Point:
 @task
 def takes_a_dataclass(point: Point) -> int:
     return point.x
+
+
+@task
+def takes_a_union(value: Union[int, str]) -> str:  # noqa: UP007 - read by flytekit
+    return str(value)
 
 
 @workflow

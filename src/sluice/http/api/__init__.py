@@ -12,6 +12,7 @@ from sluice.http.api import (
     launch_plans,
     logs,
     rate_limits,
+    signals,
 )
 from sluice.http.api.base import API_PREFIX
 from sluice.http.problems import ERROR_RESPONSES
@@ -19,7 +20,8 @@ from sluice.http.problems import ERROR_RESPONSES
 
 def api_router() -> APIRouter:
     router = APIRouter(responses=ERROR_RESPONSES)
-    for module in (health, executions, logs, launch_plans, inventory, backfills, rate_limits):
+    modules = (health, executions, signals, logs, launch_plans, inventory, backfills)
+    for module in (*modules, rate_limits):
         router.include_router(module.router)
     return router
 

@@ -77,6 +77,8 @@ class FlytePlugin(PythonPlugin):
             "work_dir": self._data_dir,
             "inputs": dict(ctx.inputs),
             "dynamic_builder": custom.get("dynamic_builder", ""),
+            "node_key": ctx.metadata.unique_node_id,  # checkpoints are the node's, not the try's
+            "attempt": ctx.metadata.attempt,
         }
 
     def failure(self, failure: dict[str, Any], job: Job) -> PhaseInfo:

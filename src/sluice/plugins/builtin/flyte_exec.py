@@ -18,23 +18,25 @@ sluice workflow (JSON) is the answer's one output, `workflow`.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
 import importlib.util
-import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sluice.plugins.builtin.flyte_context import (
+    checkpoints,
+    images_are_here,
+    run_eager_locally,
+    task_environment,
+)
 from sluice.plugins.builtin.flyte_literals import literal_map, to_json
 from sluice.spec.compound import BUILD_OUTPUT
 
 _RESOLVER_FLAG = "--resolver"
-_CONTEXT = "_F_SS_C"  # flytekit's serialization context variable (SERIALIZED_CONTEXT_ENV_VAR)
 
 
 def run_flyte_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -52,6 +54,7 @@ def run_flyte_job(job: dict[str, Any]) -> dict[str, Any]:
 def _execute(template: Any, job: dict[str, Any], root: Path) -> dict[str, Any]:
     from flytekit.bin.entrypoint import _execute_task
 
+    images_are_here()
     resolver, args = resolver_of(list(template.container.args))
     meta, raw = root / "meta", root / "raw"
     shutil.rmtree(meta, ignore_errors=True)  # an earlier attempt's files are not this one's
@@ -62,13 +65,16 @@ def _execute(template: Any, job: dict[str, Any], root: Path) -> dict[str, Any]:
     inputs.write_bytes(literal_map(job["inputs"], variables).SerializeToString())
     _on_path(job.get("source_root", ""))
     _preload(dict(zip(args[::2], args[1::2], strict=False)).get("task-module", ""), job)
+    if template.metadata.is_eager:
+        run_eager_locally(resolver, args)
+    checkpoint, previous_checkpoint = checkpoints(job)
     out, scratch = meta / "out", meta / "tmp"
     scratch.mkdir()
     # flytekit makes temporary directories for every task and never removes them: make them
     # under this attempt's own directory, which is removed once the answer is read.
     previous, tempfile.tempdir = tempfile.tempdir, str(scratch)
     try:
-        with _context_of(template, bool(job.get("dynamic_builder"))):
+        with task_environment(template, job):
             _execute_task(
                 inputs=str(inputs),
                 output_prefix=str(out),
@@ -76,6 +82,8 @@ def _execute(template: Any, job: dict[str, Any], root: Path) -> dict[str, Any]:
                 raw_output_data_prefix=str(raw),
                 resolver=resolver,
                 resolver_args=args,
+                checkpoint_path=checkpoint,
+                prev_checkpoint=previous_checkpoint,
             )
     finally:
         tempfile.tempdir = previous
@@ -83,25 +91,6 @@ def _execute(template: Any, job: dict[str, Any], root: Path) -> dict[str, Any]:
     if builder:
         return _built(template, out, builder, job)
     return _answer(template, out)
-
-
-@contextlib.contextmanager
-def _context_of(template: Any, dynamic: bool) -> Iterator[None]:
-    """For a @dynamic task, the serialization context flytekit compiles its workflow with
-    (the `_F_SS_C` variable of its container, as in a Flyte pod), for this task only."""
-    value = next((p.value for p in template.container.env if p.key == _CONTEXT), None)
-    if not dynamic or value is None:
-        yield
-        return
-    previous = os.environ.get(_CONTEXT)
-    os.environ[_CONTEXT] = value
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(_CONTEXT, None)
-        else:
-            os.environ[_CONTEXT] = previous
 
 
 def _built(template: Any, out: Path, builder: str, job: dict[str, Any]) -> dict[str, Any]:

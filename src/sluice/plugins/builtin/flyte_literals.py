@@ -1,8 +1,11 @@
 """Flyte's literal types and literals (flyteidl protobuf) <-> sluice's JSON types and values.
 
 Supported: the primitives (int, float, str, bool, datetime, duration as float seconds), none,
-collections, maps with str keys, enums, optionals (a union of one type and none), and files,
-directories and structured datasets by reference (`{"path": uri}`). Anything else raises a
+collections, maps with str keys, enums, optionals (a union of one type and none), files,
+directories and structured datasets by reference (`{"path": uri}`; a value whose literal
+carries a hash, flytekit's `HashMethod`, keeps it as `{"path": uri, "hash": h}`), and
+flytekit's structs (dataclasses, pydantic models, untyped dicts: a STRUCT type carried as
+msgpack bytes, or as a protobuf Struct by older flytekits) as JSON objects. Anything else raises a
 DefinitionError naming the variable, at translation: a workflow sluice cannot carry values for
 is refused before it runs.
 
@@ -20,6 +23,9 @@ from sluice.spec.types import TypeSpec
 # flyteidl.core.types_pb2.SimpleType values
 _SIMPLE: dict[int, str] = {0: "none", 1: "int", 2: "float", 3: "str", 4: "bool", 5: "datetime"}
 _DURATION = 6
+_ERROR = 8
+_STRUCT = 9
+_MSGPACK = "msgpack"
 _MULTIPART = 1  # BlobType.BlobDimensionality.MULTIPART
 
 
@@ -47,6 +53,8 @@ def type_spec(literal_type: Any, where: str) -> TypeSpec:
 def _simple(simple: int, where: str) -> TypeSpec:
     if simple == _DURATION:
         return TypeSpec(kind="float")  # seconds
+    if simple in (_STRUCT, _ERROR):  # a dataclass, a pydantic model, an untyped dict; an error
+        return TypeSpec(kind="json")
     if simple not in _SIMPLE:
         raise DefinitionError(
             f"{where}: Flyte simple type {simple} is not supported by sluice (dataclasses, dicts "
@@ -62,6 +70,14 @@ def _optional(variants: Any, where: str) -> TypeSpec:
             f"{where}: Flyte unions other than Optional[T] are not supported by sluice"
         )
     return TypeSpec(kind="optional", args=(type_spec(others[0], where),))
+
+
+def is_error_type(literal_type: Any) -> bool:
+    """A FlyteError, or an Optional of one (an on_failure task's error input)."""
+    kind = literal_type.WhichOneof("type")
+    if kind == "union_type":
+        return any(is_error_type(v) for v in literal_type.union_type.variants)
+    return kind == "simple" and bool(literal_type.simple == _ERROR)
 
 
 def to_json(literal: Any, literal_type: Any, where: str) -> Any:
@@ -80,7 +96,10 @@ def to_json(literal: Any, literal_type: Any, where: str) -> Any:
         }
     if kind != "scalar":
         raise OutputsError(f"{where}: a Flyte literal of kind {kind!r} is not supported")
-    return _scalar_json(literal.scalar, literal_type, where)
+    found = _scalar_json(literal.scalar, literal_type, where)
+    if literal.hash and isinstance(found, dict) and "path" in found:
+        return {**found, "hash": literal.hash}  # flytekit's HashMethod: the cache key's part
+    return found
 
 
 def _scalar_json(scalar: Any, literal_type: Any, where: str) -> Any:
@@ -95,6 +114,16 @@ def _scalar_json(scalar: Any, literal_type: Any, where: str) -> Any:
         return {"path": scalar.structured_dataset.uri}
     if kind == "union":
         return to_json(scalar.union.value, scalar.union.type, where)
+    if kind == "binary" and scalar.binary.tag == _MSGPACK:
+        import msgpack  # type: ignore[import-untyped]  # flytekit depends on it
+
+        return msgpack.unpackb(scalar.binary.value, strict_map_key=False)
+    if kind == "generic":
+        from google.protobuf import json_format
+
+        return json_format.MessageToDict(scalar.generic)
+    if kind == "error":
+        return {"failed_node_id": scalar.error.failed_node_id, "message": scalar.error.message}
     raise OutputsError(f"{where}: a Flyte scalar of kind {kind!r} is not supported")
 
 
@@ -117,6 +146,13 @@ def literal_map(values: dict[str, Any], variables: Any) -> Any:
     return out
 
 
+def _hashed(literal: Any, value: Any) -> Any:
+    """A file, directory or dataset literal with the hash its value kept (HashMethod)."""
+    if isinstance(value, dict) and value.get("hash"):
+        literal.hash = str(value["hash"])
+    return literal
+
+
 def to_literal(value: Any, literal_type: Any, where: str) -> Any:
     """The flyteidl Literal of a JSON value of `literal_type`."""
     from flyteidl.core import literals_pb2 as lit
@@ -134,7 +170,7 @@ def to_literal(value: Any, literal_type: Any, where: str) -> Any:
             for k, v in value.items()
         }
         return lit.Literal(map=lit.LiteralMap(literals=pairs))
-    return lit.Literal(scalar=_scalar(value, literal_type, kind, where))
+    return _hashed(lit.Literal(scalar=_scalar(value, literal_type, kind, where)), value)
 
 
 def _scalar(value: Any, literal_type: Any, kind: str, where: str) -> Any:
@@ -165,6 +201,16 @@ def _simple_scalar(value: Any, simple: int) -> Any:
 
     if value is None or simple == 0:
         return lit.Scalar(none_type=lit.Void())
+    if simple == _STRUCT:
+        import msgpack  # flytekit depends on it
+
+        return lit.Scalar(binary=lit.Binary(value=msgpack.packb(value), tag=_MSGPACK))
+    if simple == _ERROR:
+        from flyteidl.core import types_pb2
+
+        failed = str(value.get("failed_node_id", ""))
+        error = types_pb2.Error(failed_node_id=failed, message=str(value.get("message", "")))
+        return lit.Scalar(error=error)
     primitive = lit.Primitive()
     if simple == 1:
         primitive.integer = value

@@ -1,0 +1,1 @@
+"""flytekit workflows for the construct tests (tests/flyte/test_constructs*.py)."""
