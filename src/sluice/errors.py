@@ -12,6 +12,7 @@ Hierarchy::
     │   ├── InvalidQuotaError       quota, constraint or units out of range
     │   └── InvalidPolicyError      a concurrency policy or schedule is malformed
     ├── PermissionDeniedError       the caller's scope (an API token's) does not allow a write
+    ├── AlreadyExistsError          a name given to something new is taken (a Flyte execution's)
     ├── NotFoundError               an unknown execution, workflow, launch plan, namespace...
     │   ├── UnknownNamespaceError   a resource namespace with no quota
     │   └── PluginNotFoundError     no plugin for a task type (names the registered ones)
@@ -82,6 +83,10 @@ class ClaimExceedsQuotaError(ClaimNeverFitsError, InvalidQuotaError):
 
 class PermissionDeniedError(SluiceError):
     """The caller may not do this: its token is read-only, or the change is not its project's."""
+
+
+class AlreadyExistsError(SluiceError):
+    """A caller named something new (a Flyte execution) with a name that is taken."""
 
 
 class NotFoundError(SluiceError, LookupError):

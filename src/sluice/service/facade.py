@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sluice.clock import Clock
 from sluice.concurrency.caps import CapsService
@@ -47,6 +47,9 @@ from sluice.spec.names import check_entity_name, check_scope_name
 from sluice.spec.phases import ExecutionPhase
 from sluice.spec.values import MAX_LIST_LIMIT, check_count
 from sluice.store.records import ExecutionRecord, LaunchPlanRecord
+
+if TYPE_CHECKING:
+    from sluice.service.flyte import FlyteAdmin
 
 DECISION_WAIT = 15.0
 """Seconds `create` waits for the controller's decision about a new execution."""
@@ -445,6 +448,13 @@ class Sluice:
         return await serving.serve(
             self.runtime, stop, engine=engine, schedules=schedules, ready=ready
         )
+
+    @property
+    def flyte(self) -> FlyteAdmin:
+        """flyteadmin's verbs for this caller: what the Flyte gRPC API of `sluice serve` calls."""
+        from sluice.service.flyte import FlyteAdmin
+
+        return FlyteAdmin(self)
 
     @property
     def tokens(self) -> Tokens:
