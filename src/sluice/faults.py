@@ -33,6 +33,9 @@ POINTS: dict[str, str] = {
     "controller.after_commit": "the decisions committed, before this process acts on them",
     "controller.after_abort": "a REPLACE abort committed, before the replacement is promoted",
     "compound.after_child_execution": "a launch plan node created its execution, node not saved",
+    "flyte.mid_register": "a Flyte entity inserted by the gRPC API, its transaction not committed",
+    "flyte.after_register": "a Flyte entity registered, before the gRPC reply",
+    "flyte.after_create": "an execution created by the gRPC API, before the reply",
 }
 __doc__ = (__doc__ or "") + "".join(f"\n- `{p}`: {what}" for p, what in POINTS.items()) + "\n"
 

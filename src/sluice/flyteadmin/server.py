@@ -55,6 +55,10 @@ async def flyteadmin_server(
         ("grpc.max_receive_message_length", MAX_MESSAGE),
         ("grpc.max_send_message_length", MAX_MESSAGE),
         ("grpc.so_reuseport", 0),
+        # flytekit pings every 30 s to keep its channel alive; a server refusing pings that
+        # often answers GOAWAY "too_many_pings"
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
     ]
     server = grpc.aio.server(options=options)
     caller = Caller(sluice, token_required=token_required)

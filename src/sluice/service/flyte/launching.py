@@ -13,6 +13,7 @@ from typing import Any
 
 from sluice.errors import AlreadyExistsError, InputError, InvalidArgumentError
 from sluice.executions.launch import claim_limits, create_execution
+from sluice.faults import crash_point
 from sluice.ids import new_execution_id
 from sluice.plugins.builtin.flyte_literals import to_json
 from sluice.runtime import Runtime
@@ -78,6 +79,7 @@ async def create(
     # TODO(lead): pass the Flyte execution name as the service's idempotency key once
     # execution creation has one; today the name itself is the execution id, so a repeated
     # named create finds its execution, but an unnamed one retried by the client is new.
+    crash_point("flyte.after_create")
     if record is None:
         raise AlreadyExistsError(f"execution {execution_id!r} exists already")
     return record

@@ -17,6 +17,7 @@ from typing import Any
 
 from sluice.errors import DefinitionError, NotFoundError
 from sluice.executions.launch_plans import LaunchPlanService
+from sluice.faults import crash_point
 from sluice.runtime import Runtime
 from sluice.service.flyte.code import FlyteFiles
 from sluice.service.flyte.graph import FlyteId
@@ -63,6 +64,8 @@ async def register(runtime: Runtime, files: FlyteFiles, ident: FlyteId, spec: An
     )
     async with runtime.store.write() as repos:
         stored = await FlyteEntityRepository(repos.conn).put(record)
+        crash_point("flyte.mid_register")
+    crash_point("flyte.after_register")
     if stored is not None and stored.digest != record.digest:
         raise DefinitionError(
             f"{ident} is registered already with a different spec; versions are immutable, "
