@@ -106,7 +106,8 @@ def start_server(
 ) -> FlyteServer:
     """Start `sluice serve` in `home` and wait until it says where it listens."""
     home.mkdir(parents=True, exist_ok=True)
-    log = home / f"serve-{time.monotonic_ns()}.log"
+    stamp = time.monotonic_ns()
+    log = home / f"serve-{stamp}.log"
     crash = ["--kill-at", kill_at] if kill_at else []
     command = [sys.executable, str(SERVE), *crash]
     command += ["--db", f"sqlite:///{home / '.sluice' / 'sluice.db'}", "serve"]
@@ -117,7 +118,7 @@ def start_server(
             command, cwd=home, env=env, stdout=out, stderr=subprocess.STDOUT, text=True
         )
     http_url, endpoint = _announced(process, log)
-    config = home / "flytekit.yaml"
+    config = home / f"flytekit-{stamp}.yaml"  # flytekit caches a config file it read
     config.write_text(f"admin:\n  endpoint: dns:///{endpoint}\n  insecure: true\n")
     return FlyteServer(home, process, http_url, endpoint, config, log)
 
