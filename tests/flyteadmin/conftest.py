@@ -36,9 +36,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlyteServer]:
         found.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the test flows (package `fa_flows`): pyflyte packages its directory."""
+    """A copy of the test flows (package `fa_flows`): pyflyte packages its directory. One for
+    the session: FlyteRemote packages the modules this process loaded from it, and a module is
+    loaded once."""
     root = tmp_path_factory.mktemp("project")
     shutil.copytree(HERE / "fa_flows", root / "fa_flows")
     return root
