@@ -15,6 +15,7 @@ Hierarchy::
     │   └── InvalidPolicyError      a concurrency policy or schedule is malformed
     ├── PermissionDeniedError       the caller's scope (an API token's) does not allow a write
     ├── ConflictError               an idempotency key already names another request
+    ├── AlreadyExistsError          a name given to something new is taken (a Flyte execution's)
     ├── NotFoundError               an unknown execution, workflow, launch plan, namespace...
     │   ├── UnknownNamespaceError   a resource namespace with no quota
     │   ├── UnknownRateLimitError   a rate limit name with no limit set anywhere
@@ -100,6 +101,10 @@ class PermissionDeniedError(SluiceError):
 class ConflictError(SluiceError):
     """The request conflicts with what exists: its idempotency key was used, within the
     retention window, for a different request (the message names the key)."""
+
+
+class AlreadyExistsError(SluiceError):
+    """A caller named something new (a Flyte execution) with a name that is taken."""
 
 
 class NotFoundError(SluiceError, LookupError):

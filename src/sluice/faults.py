@@ -37,6 +37,9 @@ POINTS: dict[str, str] = {
     "launch.after_idempotency_key": "an idempotency key claimed, its execution not yet written",
     "backfill.mid_create": "inside a backfill's creation transaction, an execution written",
     "backfill.after_create": "a backfill's creations committed, before the next step",
+    "flyte.mid_register": "a Flyte entity inserted by the gRPC API, its transaction not committed",
+    "flyte.after_register": "a Flyte entity registered, before the gRPC reply",
+    "flyte.after_create": "an execution created by the gRPC API, before the reply",
 }
 __doc__ = (__doc__ or "") + "".join(f"\n- `{p}`: {what}" for p, what in POINTS.items()) + "\n"
 

@@ -25,7 +25,7 @@ from sluice.engine.metrics import EngineMetrics
 from sluice.engine.owned import OwnedExecutions
 from sluice.engine.rate_gate import RateLimitedClaims
 from sluice.engine.services import EngineServices, NodeCache, NodeClaims
-from sluice.errors import NotFoundError
+from sluice.errors import NotFoundError, PluginNotFoundError
 from sluice.executions.idempotency import (
     IdempotencyKey,
     Launched,
@@ -160,7 +160,7 @@ class Runtime:
         if entry.id in ("python", "flyte"):
             config.setdefault("workers", self.settings.engine.workers)
             config.setdefault("instance", self.instance_id)
-        if entry.id == "flyte":
+        if entry.id in ("flyte", "flyte_agent", "flyte_agent_sync"):
             config.setdefault("data_dir", str(self.data_dir / "flyte"))
         if entry.id in ("ray", "dask"):  # they run flytekit ray and dask tasks too
             config.setdefault("flyte_data_dir", str(self.data_dir / "flyte"))
@@ -381,7 +381,11 @@ class Runtime:
         registry = await self.load_plugins()
         overrides = (options or {}).get("plugin_overrides", {})
         for task in plugin_tasks(workflow.tasks.values()):
-            validate_task(registry.resolve(task.type, overrides.get(task.type, ())), task)
+            try:
+                plugin = registry.resolve(task.type, overrides.get(task.type, ()))
+            except PluginNotFoundError as exc:
+                raise PluginNotFoundError(f"task {task.name!r}: {exc}") from None
+            validate_task(plugin, task)
 
     async def close(self) -> None:
         if self.registry is not None:

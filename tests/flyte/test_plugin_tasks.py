@@ -18,7 +18,7 @@ from tests.plugins.k8s.helpers import InstantClock, task_context
 from tests.plugins.ray.helpers import cluster_jobs
 
 from sluice.config import Settings, load_config
-from sluice.errors import DefinitionError
+from sluice.errors import DefinitionError, PluginNotFoundError
 from sluice.flyte.resolve import resolve_flytekit
 from sluice.plugins.builtin.pod import ENTRY as POD
 from sluice.plugins.core.phase import Phase
@@ -171,12 +171,22 @@ async def _kubelet(kube: FakeKubeClient) -> dict[str, Any]:
     return dict(created)
 
 
-def test_another_plugin_task_type_is_refused_naming_it() -> None:
+async def test_another_plugin_task_type_is_refused_at_launch_naming_it(tmp_path: Path) -> None:
+    """A type no sluice plugin handles is translated as it is (a plugin routed to it, such as
+    a Flyte agent, could run it) and refused at launch, before anything is written."""
     from flytekit.core.python_function_task import PythonFunctionTask
 
     def train(epochs: int) -> int:
         return epochs
 
     spark_like = PythonFunctionTask(task_config=None, task_function=train, task_type="spark")
-    with pytest.raises(DefinitionError, match=r"task type 'spark' is not supported by sluice"):
-        resolve_flytekit(spark_like)
+    workflow, _ = resolve_flytekit(spark_like)
+    assert [t.type for t in workflow.tasks.values()] == ["spark"]
+    runtime = await Runtime.open(load_config(None, database_url=f"sqlite:///{tmp_path / 's.db'}"))
+    try:
+        with pytest.raises(
+            PluginNotFoundError, match=r"task '.*train': no plugin handles task type 'spark'"
+        ):
+            await runtime.check_launch(spark_like, {"epochs": 1})
+    finally:
+        await runtime.close()

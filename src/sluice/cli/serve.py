@@ -14,10 +14,12 @@ from sluice.cli.common import run_async, state
 from sluice.cli.logging_setup import logging_options
 
 if TYPE_CHECKING:
+    from sluice.flyteadmin.server import FlyteListening
     from sluice.http.server import Listening
     from sluice.service import Sluice
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8080
+FLYTE_PORT = 8089
 _HOST_HELP = "Listen on this address; anything but loopback needs API tokens."
 
 
@@ -38,6 +40,19 @@ def http_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--schedules/--no-schedules", default=True, show_default=True, help="Fire schedules.")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve /metrics here.")
 @click.option("--http/--no-http", default=True, show_default=True, help="Serve the API and UI.")
+@click.option(
+    "--flyte/--no-flyte",
+    default=None,
+    help="Serve Flyte's gRPC API (flyteadmin's, for pyflyte, FlyteRemote and flytectl) "
+    "[default: on when the flyte extra is installed]",
+)
+@click.option(
+    "--flyte-port",
+    type=click.IntRange(0, 65535),
+    default=FLYTE_PORT,
+    show_default=True,
+    help="Port of the Flyte gRPC API, on --host (0 takes any free port, printed).",
+)
 @http_options
 @logging_options("INFO")
 @click.pass_context
@@ -48,13 +63,33 @@ async def serve_command(
     schedules: bool,
     metrics_port: int | None,
     http: bool,
+    flyte: bool | None,
+    flyte_port: int,
     host: str,
     port: int,
 ) -> None:
     """Run the concurrency controller (leading, or standing by while another process leads),
-    the schedules of ACTIVE launch plans, an engine and the HTTP API with the web UI (on
-    127.0.0.1:8080 unless told), until SIGINT or SIGTERM."""
-    await serve_all(ctx, engine, schedules, metrics_port, (host, port) if http else None)
+    the schedules of ACTIVE launch plans, an engine, the HTTP API with the web UI (on
+    127.0.0.1:8080 unless told) and Flyte's gRPC API (on port 8089), until SIGINT or
+    SIGTERM."""
+    flyte_port_or_none = flyte_port if _flyte_wanted(flyte, http) else None
+    listen = (host, port) if http else None
+    await serve_all(ctx, engine, schedules, metrics_port, listen, flyte_port_or_none)
+
+
+def _flyte_wanted(flag: bool | None, http: bool) -> bool:
+    """--flyte asks for it (an error without the extra or the HTTP server its uploads go
+    through); by default it is on when the flyte extra is installed and HTTP is served."""
+    import importlib.util
+
+    installed = all(importlib.util.find_spec(m) is not None for m in ("grpc", "flyteidl"))
+    if flag is None:
+        return installed and http
+    if flag and not installed:
+        raise click.UsageError("--flyte needs the flyte extra: pip install 'sluice[flyte]'")
+    if flag and not http:
+        raise click.UsageError("--flyte needs the HTTP server (uploads go through it)")
+    return flag
 
 
 @click.command("ui")
@@ -75,6 +110,7 @@ async def serve_all(
     schedules: bool,
     metrics_port: int | None,
     listen: tuple[str, int] | None,
+    flyte_port: int | None = None,
 ) -> None:
     from prometheus_client import start_http_server
 
@@ -89,12 +125,15 @@ async def serve_all(
         if metrics_port is not None:
             server, _ = start_http_server(metrics_port, registry=runtime.metrics)
         signals = Signals()
-        async with _http(service, listen) as listening:
+        async with (
+            _http(service, listen) as listening,
+            _flyte(service, listening, flyte_port) as flyte,
+        ):
             fatal = await service.serve(
                 signals.first(),
                 engine=engine,
                 schedules=schedules,
-                ready=lambda: _announce(service, listening),
+                ready=lambda: _announce(service, listening, flyte),
                 hurry=signals.second,
             )
     finally:
@@ -105,12 +144,16 @@ async def serve_all(
         raise fatal  # one line, exit 4, as `sluice engine`
 
 
-def _announce(service: Sluice, listening: Listening | None) -> None:
+def _announce(
+    service: Sluice, listening: Listening | None, flyte: FlyteListening | None = None
+) -> None:
     runtime = service.runtime
     click.echo(f"sluice serve {runtime.instance_id} on {runtime.store.db.url.display}")
     if listening is not None:
         auth = "every request needs a token" if listening.needs_token else "no token needed"
         click.echo(f"HTTP API on {listening.url}/api/v1 ({auth}), web UI on {listening.url}/")
+    if flyte is not None:
+        click.echo(f"Flyte gRPC API on {flyte.endpoint} (admin.endpoint: dns:///{flyte.endpoint})")
 
 
 @contextlib.asynccontextmanager
@@ -123,3 +166,22 @@ async def _http(service: Sluice, listen: tuple[str, int] | None) -> AsyncIterato
 
     async with http_server(service, *listen) as listening:
         yield listening
+
+
+@contextlib.asynccontextmanager
+async def _flyte(
+    service: Sluice, listening: Listening | None, port: int | None
+) -> AsyncIterator[FlyteListening | None]:
+    """Flyte's gRPC API on the HTTP server's host, its uploads signed for that server."""
+    if port is None or listening is None:
+        yield None
+        return
+    from urllib.parse import urlsplit
+
+    from sluice.flyteadmin.server import flyteadmin_server
+
+    host = urlsplit(listening.url).hostname or "127.0.0.1"
+    async with flyteadmin_server(
+        service, host, port, http_url=listening.url, token_required=listening.needs_token
+    ) as flyte:
+        yield flyte

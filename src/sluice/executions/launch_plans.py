@@ -38,6 +38,21 @@ class LaunchPlanService:
                 await self._set_active(repos, spec.name, spec.version)
             return await self._get(repos, spec.name, spec.version)
 
+    async def register_within(
+        self, repos: Repos, spec: LaunchPlanSpec, workflow: WorkflowSpec, *, activate: bool
+    ) -> None:
+        """`register` inside the caller's transaction (which writes more of its own)."""
+        self._check(spec, workflow)
+        await self._put(repos, spec, workflow)
+        if activate:
+            await self._set_active(repos, spec.name, spec.version)
+
+    async def deactivate_within(self, repos: Repos, name: str) -> None:
+        """`deactivate` inside the caller's transaction; a name with no ACTIVE version is
+        left as it is."""
+        if await repos.launch_plans.active(self.project, self.domain, name) is not None:
+            await self._set_active(repos, name, None)
+
     async def ensure_registered(
         self, spec: LaunchPlanSpec, workflow: WorkflowSpec
     ) -> LaunchPlanRecord:

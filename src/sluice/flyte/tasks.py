@@ -36,7 +36,10 @@ worker imports it by this name (as the python plugin imports a task's function).
 MAP_RESOLVER = "flytekit.core.array_node_map_task.ArrayNodeMapTaskResolver"
 """The resolver of a map_task's own template (flyte/array_nodes.py)."""
 SUPPORTED_TYPES = ("python-task", *PLUGIN_TASK_TYPES)
-"""Task types sluice runs today; any other fails at translation, naming the task and type."""
+"""Task types sluice translates to its own plugins. Any other type is kept as it is (the task
+spec's type, with the template in `custom`): a plugin routed to it (a Flyte agent, see
+plugins/builtin/flyte_agent.py) runs it, and with none the launch is refused, naming the task
+and its type, before anything is written."""
 
 
 def task_spec(template: Any, source_root: str = "", module_file: str = "") -> TaskSpec:
@@ -49,11 +52,6 @@ def task_spec(template: Any, source_root: str = "", module_file: str = "") -> Ta
         return echo_task(template, where)
     if template.type == SIDECAR_TYPE:
         template = sidecar_as_python_task(template, where)
-    if template.type not in SUPPORTED_TYPES:
-        raise DefinitionError(
-            f"{where}: task type {template.type!r} is not supported by sluice yet "
-            f"(supported: {', '.join((*SUPPORTED_TYPES, ECHO_TYPE, SIDECAR_TYPE))})"
-        )
     if template.HasField("container") and MAP_RESOLVER in template.container.args:
         raise DefinitionError(
             f"{where} is a flytekit map_task: sluice runs it as a map node of a workflow; "

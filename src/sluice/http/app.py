@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from sluice.http import problems
 from sluice.http.api import API_PREFIX, api_router
 from sluice.http.deps import Authorize
+from sluice.http.flyte_routes import flyte_router
 from sluice.http.guard import RefuseControlCharacters
 from sluice.http.observe import RequestMetrics, observe_requests, prometheus_route
 from sluice.service import Sluice
@@ -35,6 +36,7 @@ def create_app(sluice: Sluice, *, authorize: Authorize) -> FastAPI:
     app.state.authorize = authorize
     problems.install(app)
     app.include_router(api_router())
+    app.include_router(flyte_router(), include_in_schema=False)
     app.add_route("/metrics", prometheus_route(sluice.runtime.metrics), include_in_schema=False)
     _mount_ui(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -53,6 +53,8 @@ from sluice.store.records import ExecutionRecord, LaunchPlanRecord
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from sluice.service.flyte import FlyteAdmin
+
 _NEXT_FIRINGS = 5
 
 
@@ -481,6 +483,13 @@ class Sluice:
     def rate_limits(self) -> RateLimitService:
         """Rate limits: listed by anyone (scoped), set and cleared by an unscoped caller."""
         return RateLimitService(self.runtime, self.scope)
+
+    @property
+    def flyte(self) -> FlyteAdmin:
+        """flyteadmin's verbs for this caller: what the Flyte gRPC API of `sluice serve` calls."""
+        from sluice.service.flyte import FlyteAdmin
+
+        return FlyteAdmin(self)
 
     @property
     def tokens(self) -> Tokens:

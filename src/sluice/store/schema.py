@@ -440,3 +440,22 @@ rate_limit_tickets = sa.Table(
     sa.Index("ix_rate_limit_tickets_order", "name", "key", "since"),
     sa.Index("ix_rate_limit_tickets_expires", "expires_at"),
 )
+
+# Flyte entities registered through the flyteadmin gRPC endpoint (flyteadmin/, service/flyte/):
+# each task, workflow and launch plan spec as the client sent it (flyteidl protobuf bytes),
+# with the digest that makes a re-registration of the same version a no-op and a different
+# spec under it an error. `state` is a launch plan version's ACTIVE/INACTIVE (Flyte's).
+flyte_entities = sa.Table(
+    "flyte_entities",
+    metadata,
+    _name("resource_type", 16, primary_key=True),
+    _name("project", primary_key=True),
+    _name("domain", primary_key=True),
+    _name("name", primary_key=True),
+    _name("version", 128, primary_key=True),
+    _name("digest", 64, nullable=False),
+    sa.Column("spec", sa.LargeBinary, nullable=False),
+    _name("state", 16, nullable=True),
+    _time("created_at"),
+    _time("updated_at"),
+)

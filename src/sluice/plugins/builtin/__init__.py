@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def builtin_entries() -> list[PluginEntry]:
-    from sluice.plugins.builtin import flyte, http_job, pod, python, shell
+    from sluice.plugins.builtin import flyte, flyte_agent, http_job, pod, python, shell
     from sluice.plugins.dask import entry as dask
     from sluice.plugins.ray import entry as ray
 
@@ -25,4 +25,6 @@ def builtin_entries() -> list[PluginEntry]:
         ray.ENTRY,
         dask.ENTRY,
         flyte.ENTRY,
+        flyte_agent.ENTRY,
+        flyte_agent.SYNC_ENTRY,
     ]

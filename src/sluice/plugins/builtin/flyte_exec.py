@@ -63,8 +63,10 @@ def _execute(template: Any, job: dict[str, Any], root: Path) -> dict[str, Any]:
     inputs = meta / "inputs.pb"
     variables = template.interface.inputs.variables
     inputs.write_bytes(literal_map(job["inputs"], variables).SerializeToString())
+    module = dict(zip(args[::2], args[1::2], strict=False)).get("task-module", "")
+    _switch_root(module, job.get("source_root", ""))
     _on_path(job.get("source_root", ""))
-    _preload(dict(zip(args[::2], args[1::2], strict=False)).get("task-module", ""), job)
+    _preload(module, job)
     if template.metadata.is_eager:
         run_eager_locally(resolver, args)
     checkpoint, previous_checkpoint = checkpoints(job)
@@ -124,6 +126,38 @@ def resolver_of(args: list[str]) -> tuple[str, list[str]]:
         raise ValueError(f"not a flytekit python task command line: {args}")
     resolver = args[args.index(_RESOLVER_FLAG) + 1]
     return resolver, args[args.index("--") + 1 :]
+
+
+def _switch_root(module: str, source_root: str) -> None:
+    """Forget the modules of another copy of the task's code: a worker that ran the task's
+    package from one code archive (unpacked beside `source_root`, an earlier registration's)
+    must import it afresh from `source_root`, not reuse what it imported, nor look for new
+    modules in the old copy. Only a sibling of `source_root` is forgotten, never a directory
+    the worker's own imports come from."""
+    if not source_root or not module:
+        return
+    root = Path(source_root).resolve()
+    old_root = _import_root(sys.modules.get(module.partition(".")[0]))
+    if old_root is None or old_root == root or old_root.parent != root.parent:
+        return
+    for name, found in list(sys.modules.items()):
+        where = getattr(found, "__file__", None)
+        if where and Path(where).resolve().is_relative_to(old_root):
+            del sys.modules[name]
+    sys.modules.pop(module.partition(".")[0], None)  # a namespace package has no file
+    if str(old_root) in sys.path:
+        sys.path.remove(str(old_root))
+    importlib.invalidate_caches()
+
+
+def _import_root(package: Any) -> Path | None:
+    """The directory a top-level module or package was imported from."""
+    file = getattr(package, "__file__", None)
+    if file:
+        path = Path(file).resolve()
+        return path.parents[1] if path.name == "__init__.py" else path.parent
+    locations = list(getattr(package, "__path__", []) or [])
+    return Path(locations[0]).resolve().parent if locations else None
 
 
 def _on_path(source_root: str) -> None:
