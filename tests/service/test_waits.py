@@ -11,7 +11,7 @@ import pytest
 from sluice.config import load_config
 from sluice.resources.models import Claim, Holder
 from sluice.runtime import Runtime
-from sluice.service import convert, inventory
+from sluice.service import convert, waits
 from sluice.service import models as m
 from sluice.spec.phases import ExecutionPhase, NodePhase
 from sluice.store.records import ExecutionRecord, NodeRecord
@@ -49,11 +49,11 @@ async def test_a_lone_waiters_position_is_read_as_it_is_now(runtime: Runtime) ->
     await claim(runtime, "x0", "held")
     ahead = [await claim(runtime, f"x{i}", "n") for i in (1, 2)]
     await claim(runtime, "x3", "n")
-    before = (await inventory.with_waits(runtime, waiting_view("x3", "n"))).nodes[0]
+    before = (await waits.with_waits(runtime, waiting_view("x3", "n"))).nodes[0]
     assert [w.position for w in before.waiting_for] == [3]
     for token in ahead:  # the two ahead of it stop waiting (aborted)
         await runtime.resources.release(token, ["wh"])
-    after = (await inventory.with_waits(runtime, waiting_view("x3", "n"))).nodes[0]
+    after = (await waits.with_waits(runtime, waiting_view("x3", "n"))).nodes[0]
     assert after.reason.endswith("position 3"), "the stored reason is as it was"
     assert after.live_reason == "waiting for wh: 1/1 in use (held by x0/held), position 1"
 
@@ -63,4 +63,4 @@ async def test_a_node_not_waiting_is_left_as_it_is(runtime: Runtime) -> None:
     done = view.model_copy(
         update={"nodes": [view.nodes[0].model_copy(update={"task_phase": "SUCCESS"})]}
     )
-    assert await inventory.with_waits(runtime, done) == done
+    assert await waits.with_waits(runtime, done) == done

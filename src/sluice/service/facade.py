@@ -27,7 +27,7 @@ from sluice.executions.launch_plans import LaunchPlanService
 from sluice.executions.policies import launch_plan_spec
 from sluice.executions.schedules import next_firing
 from sluice.runtime import Runtime
-from sluice.service import convert, inventory, serving, visibility
+from sluice.service import convert, inventory, serving, visibility, waits
 from sluice.service import executions as ex
 from sluice.service import logs as task_logs
 from sluice.service import models as m
@@ -99,7 +99,7 @@ class Sluice:
         async with self.runtime.store.read() as repos:
             record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
             found = await ex.detail(repos, record, self.now(), with_events=events)
-        return await inventory.with_waits(self.runtime, found)
+        return await waits.with_waits(self.runtime, found)
 
     async def events(self, execution_id: str, after: int = 0) -> list[m.Event]:
         """Events of one execution after the event id `after`, oldest first."""

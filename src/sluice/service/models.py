@@ -52,14 +52,27 @@ class ExecutionSummary(View):
 
 
 class Attempt(View):
+    """One attempt of a node, from service/attempts.py: never its last event (a claim's
+    RELEASED comes after the task's end), always its own start, end, phase and error."""
+
     attempt: int
     """1 for the first attempt."""
     phase: str
-    """The last task phase recorded for the attempt."""
+    """How the attempt ended (SUCCESS, RETRYABLE_FAILURE, PERMANENT_FAILURE, ABORTED), or the
+    task phase it is in now while it is live: always a task phase, never a claim event."""
+    first_seen_at: datetime | None = None
+    """When the attempt was first reported (waiting for quotas, locks or the cache included)."""
     started_at: datetime | None = None
+    """When its task started (after its waits); None if it never did."""
     ended_at: datetime | None = None
+    """None while it is live (or if it never reported an end)."""
+    duration: float | None = None
+    """Seconds from start to end; None while it runs or if it never started."""
     reason: str = ""
     error: dict[str, Any] | None = None
+    """The failure of a failed attempt (code, message, kind); None otherwise."""
+    live: bool = False
+    """The node's current attempt, not ended yet."""
     log_bytes: int | None = None
     """Bytes of log stored for the attempt; None when no log was kept."""
 
@@ -77,16 +90,27 @@ class Event(View):
     info: dict[str, Any] | None = None
 
 
-_BLOCKED_BY = {
-    "project": ", blocked by the project's cap",
-    "namespace": ", blocked by the project/domain cap",
-    "other": ", blocked by another namespace of its claim",
+_HELD_BACK_BY = {
+    "project": "the project's cap on this quota",
+    "namespace": "the project/domain cap on this quota",
+    "other": "another quota or lock of the same claim",
 }
-"""What holds a waiter back besides the quota itself ("global" or "")."""
+
+
+def held_back_by(scope: str, in_use: int = 0, quota: int | None = None) -> str:
+    """What keeps a waiter waiting, in words: the resource manager's blocking scope
+    (`global`, `project`, `namespace`, `other`, or "" for an older record) read out."""
+    if scope in _HELD_BACK_BY:
+        return _HELD_BACK_BY[scope]
+    if quota is not None and in_use < quota:
+        return "older claims go first"
+    return "every unit is in use"
 
 
 class Wait(View):
-    """A quota or lock a node waits for, as it is now (not as it was when last refused)."""
+    """A quota a node waits for, as it is now (not as it was when last refused). Its
+    position comes from the resource manager's snapshot of the namespace, the one ranking
+    every surface shows (service/waits.py)."""
 
     namespace: str
     in_use: int
@@ -94,17 +118,24 @@ class Wait(View):
     holders: list[str]
     """`execution/node` of each holder."""
     position: int
+    """1 for the next waiter to be granted."""
     blocking_scope: str = ""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def held_back_by(self) -> str:
+        return held_back_by(self.blocking_scope, self.in_use, self.quota)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def text(self) -> str:
         """`waiting for warehouse: 2/2 in use (held by x1/extract, x2/load), position 3`."""
         held = f" (held by {', '.join(self.holders)})" if self.holders else ""
-        scope = _BLOCKED_BY.get(self.blocking_scope, "")
+        scope = self.blocking_scope
+        why = f", held back by {self.held_back_by}" if scope in _HELD_BACK_BY else ""
         return (
             f"waiting for {self.namespace}: {self.in_use}/{self.quota} in use{held}, "
-            f"position {self.position}{scope}"
+            f"position {self.position}{why}"
         )
 
 
@@ -189,7 +220,10 @@ class Waiter(View):
     priority: int
     since: datetime
     blocking_scope: str = ""
-    """Which cap holds it back (project, domain), or "" for older claims / the quota."""
+    """The resource manager's word for what holds it back: global (the quota), project or
+    namespace (a cap), other (another namespace of its claim)."""
+    held_back_by: str = ""
+    """The same in words, for people."""
 
 
 class Quota(View):

@@ -74,7 +74,7 @@ async def execution_page(
         "title": f"Execution {found.id}",
         "execution": found,
         "graph": graph.layout(found.nodes),
-        "timeline": gantt.timeline(found.nodes, datetime.now(UTC), found.events),
+        "timeline": gantt.timeline(found.nodes, datetime.now(UTC)),
         "selected": selected,
         "reservation": await _reservation_of(sluice, found, selected),
         "quota_waits": await _quota_waits(sluice, found, selected),
