@@ -79,7 +79,8 @@ def served(env: dict[str, str], request: pytest.FixtureRequest) -> Iterator[str]
 
 def test_serve_answers_on_loopback_without_a_token(served: str) -> None:
     assert httpx.get(f"{served}/api/v1/ready").json()["ok"] is True
-    assert httpx.get(f"{served}/api/v1/executions").json() == {"items": [], "next_cursor": None}
+    listed = httpx.get(f"{served}/api/v1/executions").json()
+    assert listed == {"items": [], "next_cursor": None, "prev_cursor": None, "total": 0}
 
 
 @pytest.mark.parametrize("served", ["0.0.0.0"], indirect=True)

@@ -13,12 +13,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import (
     content_type_conformance,
+    negative_data_rejection,
     not_a_server_error,
     response_headers_conformance,
     response_schema_conformance,
@@ -29,8 +31,38 @@ from support.http_world import open_sluice, populate
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_EXAMPLES = 8
+SEMANTIC_REFUSALS = re.compile(
+    "|".join(
+        [
+            r"^cursor .* is not one this server gave$",  # an opaque token: only the server's
+            r"has no input",  # a launch plan's inputs are its own, not the schema's
+            r"input .* is (required|fixed)",
+            r": input '.*': ",  # an input's value against its declared type
+            r"is ambiguous, it matches",  # an id prefix of several executions
+            r"^removing cache entries needs keys or a task name$",
+            r"^--attempt .* needs a node",
+        ]
+    )
+)
+"""What only the server can know (not the schema): the 422s a schema-valid request may get."""
+
+
+def declared_limits_hold(ctx: Any, response: Any, case: schemathesis.Case) -> bool | None:
+    """A schema-valid request is never refused for a limit the schema could have stated: a
+    422 on generated positive data must be one of the semantic refusals above."""
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive or response.status_code != 422:
+        return None
+    detail = response.json().get("detail", "")
+    if not SEMANTIC_REFUSALS.search(detail):
+        raise AssertionError(f"a schema-valid request was refused: {detail}")
+    return None
+
+
 CHECKS = [
     not_a_server_error,
+    negative_data_rejection,
+    schemathesis.check(declared_limits_hold),
     status_code_conformance,
     content_type_conformance,
     response_schema_conformance,

@@ -72,6 +72,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 if int(status) >= 400 and "application/json" in content:
                     content[problems.PROBLEM_JSON] = content.pop("application/json")
         _document_auth(schema)
+        _document_limits(schema, app.state.sluice)
         app.openapi_schema = schema
     return app.openapi_schema
 
@@ -89,3 +90,11 @@ def _document_auth(schema: dict[str, Any]) -> None:
         "description": "`sluice tokens create --project P`; not needed on a loopback server",
     }
     schema["security"] = [{"bearer": []}, {}]
+
+
+def _document_limits(schema: dict[str, Any], sluice: Sluice) -> None:
+    """Limits that come from the server's configuration, stated as the server applies them."""
+    found = schema.get("components", {}).get("schemas", {})
+    quota = found.get("QuotaValue", {}).get("properties", {}).get("quota")
+    if quota is not None:
+        quota["maximum"] = sluice.settings.resources.max_quota

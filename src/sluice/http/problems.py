@@ -36,6 +36,7 @@ from sluice.errors import (
     SluiceError,
     StoreError,
 )
+from sluice.spec.names import shown
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
@@ -70,7 +71,9 @@ _STATUS: list[tuple[type[BaseException], int, str]] = [
     (MissingDependencyError, 503, "unavailable"),  # the server lacks a driver
 ]
 
+BAD_BODY = "the request body is not JSON this server can read (malformed, or nested too deeply)"
 _TITLES = {
+    413: "Content Too Large",
     401: "Unauthorized",
     403: "Forbidden",
     404: "Not Found",
@@ -120,6 +123,8 @@ def _unexpected(_: Request, exc: Exception) -> JSONResponse:
 
 def _http(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 400:  # FastAPI could not read the body: a bad value, as any other
+        return problem(422, BAD_BODY, "invalid-argument")
     return problem(exc.status_code, str(exc.detail))
 
 
@@ -133,7 +138,9 @@ def _validation_detail(errors: Any) -> str:
     parts = []
     for error in errors:
         where = ".".join(str(p) for p in error.get("loc", ()))
-        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+        given = error.get("input")
+        got = "" if given is None or isinstance(given, dict) else f", got {shown(given)}"
+        parts.append(f"{where}: {error.get('msg', 'invalid')}{got}")
     return "; ".join(parts) or "invalid request"
 
 

@@ -9,6 +9,7 @@ same way, so a caller cannot even learn that another project's execution exists.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any
 
@@ -191,14 +192,7 @@ class Sluice:
         wanted = self.scope.projects
         if where.projects is not None:
             wanted = wanted & frozenset(where.projects)
-        return ex.ExecutionFilter(
-            phases=where.phases,
-            projects=wanted,
-            domain=where.domain,
-            launch_plan=where.launch_plan,
-            created_after=where.created_after,
-            created_before=where.created_before,
-        )
+        return dataclasses.replace(where, projects=wanted)
 
     # Executions: write.
     @contextlib.asynccontextmanager
@@ -377,7 +371,7 @@ class Sluice:
         check_count(f"quota of {namespace!r}", value, InvalidQuotaError, low=1)
         await self.runtime.resources.start()
         await self.runtime.resources.set_quota(namespace, value)
-        return (await inventory.quotas(self.runtime, namespace))[0]
+        return await inventory.quota(self.runtime, namespace)
 
     async def locks(self) -> list[m.Lock]:
         found = await inventory.locks(self.runtime)

@@ -42,6 +42,16 @@ def check_quota_namespace(namespace: str) -> None:
     check_namespace_name(namespace)
 
 
+async def quota(runtime: Runtime, namespace: str) -> m.Quota:
+    """One namespace as it is now: a quota's, or a lock's (`lock:<name>`) capacity."""
+    await runtime.resources.start()
+    snapshots = await runtime.resources.describe(namespace)
+    found = [s for s in snapshots if s.namespace == namespace]
+    if not found:
+        raise NotFoundError(f"namespace {namespace!r} is not known to the resource manager")
+    return convert.quota(found[0])
+
+
 async def quotas(runtime: Runtime, namespace: str | None) -> list[m.Quota]:
     await runtime.resources.start()
     snapshots = await runtime.resources.describe(namespace)

@@ -25,10 +25,14 @@ class View(BaseModel):
 
 
 class Page(View, Generic[T]):
-    """One page of a listing; `next_cursor` fetches the next one (None: this is the last)."""
+    """One page of a listing; `next_cursor` fetches the next one (None: this is the last),
+    `prev_cursor` the one before (None: this is the first)."""
 
     items: list[T]
     next_cursor: str | None = None
+    prev_cursor: str | None = None
+    total: int | None = None
+    """How many items the listing's filters select, on every page."""
 
 
 class ExecutionSummary(View):
