@@ -93,3 +93,15 @@ async def test_a_projects_token_cannot_read_the_deployments_metrics(
         response = await api.get("/metrics", headers={"Authorization": f"Bearer {issued.secret}"})
     assert response.status_code == 403, response.text
     assert theirs.name not in response.text and "db/beta" not in response.text
+
+
+async def test_setting_a_locks_capacity_answers_the_lock(
+    two_projects: tuple[Sluice, Project, Project],
+) -> None:
+    """Found by the schema test: PUT /quotas/lock:<name> set the capacity, then answered 500
+    (it looked the namespace up among quotas, which leave locks out)."""
+    sluice, _, _ = two_projects
+    async with client_for(sluice) as api:
+        response = await api.put("/api/v1/quotas/lock:db/alpha", json={"quota": 3})
+    assert response.status_code == 200, response.text
+    assert (response.json()["namespace"], response.json()["quota"]) == ("lock:db/alpha", 3)

@@ -225,3 +225,16 @@ async def test_a_token_sees_only_its_projects(
 ) -> None:
     client, mine, theirs = alpha_client
     await CASES[route](client, mine, theirs)
+
+
+@case("GET", "/executions/{execution_id}/values/{side}")
+async def _execution_value(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.get(f"/api/v1/executions/{theirs.execution}/values/inputs"))
+    assert _json(await c.get(f"/api/v1/executions/{mine.execution}/values/inputs")) == {
+        "text": "hi"
+    }
+
+
+@case("GET", "/executions/{execution_id}/nodes/{node_id}/values/{side}")
+async def _node_value(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.get(f"/api/v1/executions/{theirs.execution}/nodes/echo/values/inputs"))

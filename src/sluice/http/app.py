@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from sluice.http import problems
 from sluice.http.api import API_PREFIX, api_router
 from sluice.http.deps import Authorize
-from sluice.http.guard import RefuseControlCharacters
+from sluice.http.guard import LimitBodies, RefuseControlCharacters
 from sluice.http.observe import RequestMetrics, observe_requests, prometheus_route
 from sluice.service import Sluice
 
@@ -39,6 +39,7 @@ def create_app(sluice: Sluice, *, authorize: Authorize) -> FastAPI:
     _mount_ui(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.add_middleware(RefuseControlCharacters)
+    app.add_middleware(LimitBodies, limit=sluice.settings.payloads.max_request_bytes)
     observe_requests(app, RequestMetrics(sluice.runtime.metrics))  # outermost: counts all
     return app
 

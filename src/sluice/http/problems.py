@@ -125,6 +125,8 @@ def _http(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 400:  # FastAPI could not read the body: a bad value, as any other
         return problem(422, BAD_BODY, "invalid-argument")
+    if exc.status_code == 413:
+        return problem(413, str(exc.detail), "too-large")
     return problem(exc.status_code, str(exc.detail))
 
 
@@ -155,6 +157,6 @@ def install(app: FastAPI) -> None:
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": Problem, "description": _TITLES[status]}
-    for status in (401, 403, 404, 422, 503)
+    for status in (401, 403, 404, 413, 422, 503)
 }
 """Documented on every API route, so clients and the schema tests know the error shape."""

@@ -66,6 +66,8 @@ def execution(
         error=record.error,
         nodes=list(nodes),
         events=[event(e) for e in events],
+        relaunch_of=record.options.get("relaunch_of"),
+        retry_of=record.options.get("retry_of"),
     )
 
 

@@ -28,7 +28,7 @@ from sluice.executions.launch_plans import LaunchPlanService
 from sluice.executions.policies import launch_plan_spec
 from sluice.executions.schedules import next_firing
 from sluice.runtime import Runtime
-from sluice.service import convert, inventory, serving, visibility, waits
+from sluice.service import convert, inventory, payloads, serving, visibility, waits
 from sluice.service import executions as ex
 from sluice.service import logs as task_logs
 from sluice.service import models as m
@@ -95,12 +95,35 @@ class Sluice:
         async with self.runtime.store.read() as repos:
             return await ex.page(repos, where, limit, cursor, self.now())
 
-    async def execution(self, execution_id: str, *, events: bool = False) -> m.Execution:
-        """One execution (by id or unique prefix) with its nodes and their attempts."""
+    async def execution(
+        self, execution_id: str, *, events: bool = False, whole: bool = False
+    ) -> m.Execution:
+        """One execution (by id or unique prefix) with its nodes and their attempts; big
+        inputs and outputs cut (`truncated` says which) unless `whole`."""
         async with self.runtime.store.read() as repos:
             record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
             found = await ex.detail(repos, record, self.now(), with_events=events)
-        return await waits.with_waits(self.runtime, found)
+        found = await waits.with_waits(self.runtime, found)
+        if whole:
+            return found
+        return payloads.clipped(found, self.settings.payloads.shown_value_chars)
+
+    async def value(
+        self, execution_id: str, side: str, node_id: str | None = None
+    ) -> dict[str, Any] | None:
+        """The whole inputs or outputs (`side`) of an execution, or of one of its nodes."""
+        if side not in payloads.SIDES:
+            raise InvalidArgumentError(f"a value is inputs or outputs, got {side!r}")
+        async with self.runtime.store.read() as repos:
+            record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
+            if node_id is None:
+                whole: dict[str, Any] | None = getattr(record, side)
+                return whole
+            node = await repos.nodes.get(record.id, node_id)
+        if node is None:
+            raise NotFoundError(f"execution {record.id} has no node {node_id!r}")
+        found: dict[str, Any] | None = getattr(node, side)
+        return found
 
     async def events(self, execution_id: str, after: int = 0) -> list[m.Event]:
         """Events of one execution after the event id `after`, oldest first."""
@@ -230,6 +253,7 @@ class Sluice:
         spec, workflow = await self._launch_plans(project, domain).active(launch_plan)
         values = resolve_inputs(workflow, inputs)
         merge_inputs(workflow, values, spec)  # every input error before anything is written
+        payloads.check_inputs_size(values, self.settings.payloads.max_inputs_bytes)
         runtime = self.runtime
         record = await runtime.launch_spec(workflow, spec, values, project=project, domain=domain)
         async with drive_here(runtime, record) if wait else controller_only(runtime, record):

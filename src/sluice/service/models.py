@@ -168,6 +168,9 @@ class NodeExecution(View):
     waiting_for: list[Wait] = []
     """While the node waits for quotas or locks: each one, with its holders and the node's
     position now (the stored `reason` says what it was when last refused)."""
+    truncated: list[str] = []
+    """Which of inputs, outputs and error were cut for this view (`payloads.shown_value_chars`):
+    GET .../nodes/{node}/values/{inputs|outputs} has the whole value."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -182,6 +185,13 @@ class Execution(ExecutionSummary):
     error: dict[str, Any] | None = None
     nodes: list[NodeExecution] = []
     events: list[Event] = []
+    truncated: list[str] = []
+    """Which of inputs, outputs and error were cut for this view: GET .../values/{inputs|outputs}
+    has the whole value."""
+    relaunch_of: str | None = None
+    """The execution this one relaunched (same inputs, maybe edited)."""
+    retry_of: str | None = None
+    """The failed execution this one retries from its failed nodes (the others reused)."""
 
 
 class LaunchPlan(View):
