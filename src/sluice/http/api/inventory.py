@@ -64,7 +64,7 @@ async def list_quotas(
     return await sluice.quotas(namespace)
 
 
-@router.put("/quotas/{namespace}", tags=["quotas"])
+@router.put("/quotas/{namespace:path}", tags=["quotas"])
 async def set_quota(sluice: Service, namespace: QuotaNamespace, body: QuotaValue) -> m.Quota:
     """Set a namespace's quota for every process; lowering it never revokes held tokens."""
     return await sluice.set_quota(namespace, body.quota)
