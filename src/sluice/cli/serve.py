@@ -54,7 +54,7 @@ async def serve_command(
     """Run the concurrency controller (leading, or standing by while another process leads),
     the schedules of ACTIVE launch plans, an engine and the HTTP API with the web UI (on
     127.0.0.1:8080 unless told), until SIGINT or SIGTERM."""
-    await serve_all(ctx, engine, schedules, metrics_port, (host, port) if http else None)
+    await serve_all(ctx, engine, schedules, metrics_port, _where(ctx, host, port) if http else None)
 
 
 @click.command("ui")
@@ -66,7 +66,7 @@ async def ui_command(ctx: click.Context, host: str, port: int) -> None:
     """Serve the web UI and the API over this machine's store (the embedded SQLite file
     unless --db says otherwise), with an engine, the controller and the schedules, so
     what is launched runs and moves on the page, until SIGINT or SIGTERM."""
-    await serve_all(ctx, True, True, None, (host, port))
+    await serve_all(ctx, True, True, None, _where(ctx, host, port))
 
 
 async def serve_all(
@@ -74,7 +74,7 @@ async def serve_all(
     engine: bool,
     schedules: bool,
     metrics_port: int | None,
-    listen: tuple[str, int] | None,
+    listen: Listen | None,
 ) -> None:
     from prometheus_client import start_http_server
 
@@ -103,21 +103,37 @@ async def serve_all(
         raise fatal  # one line, exit 4, as `sluice engine`
 
 
+Listen = tuple[str, int, int]
+"""Host, port, and how many ports after it to try when it is taken."""
+
+
+def _where(ctx: click.Context, host: str, port: int) -> Listen:
+    """The default port falls forward to the next free one (two servers on one host both
+    start, the second says where); a port given with --port is that port or an error."""
+    given = ctx.get_parameter_source("port") is not click.core.ParameterSource.DEFAULT
+    from sluice.http.server import FALL_FORWARD
+
+    return host, port, 0 if given else FALL_FORWARD
+
+
 def _announce(service: Sluice, listening: Listening | None) -> None:
     runtime = service.runtime
     click.echo(f"sluice serve {runtime.instance_id} on {runtime.store.db.url.display}")
     if listening is not None:
         auth = "every request needs a token" if listening.needs_token else "no token needed"
         click.echo(f"HTTP API on {listening.url}/api/v1 ({auth}), web UI on {listening.url}/")
+        if listening.taken is not None:
+            click.echo(f"(port {listening.taken} is in use, by another sluice serve?)")
 
 
 @contextlib.asynccontextmanager
-async def _http(service: Sluice, listen: tuple[str, int] | None) -> AsyncIterator[Listening | None]:
+async def _http(service: Sluice, listen: Listen | None) -> AsyncIterator[Listening | None]:
     """Listening first, so a taken port fails the command before anything else starts."""
     if listen is None:
         yield None
         return
     from sluice.http.server import http_server
 
-    async with http_server(service, *listen) as listening:
+    host, port, fall_forward = listen
+    async with http_server(service, host, port, fall_forward=fall_forward) as listening:
         yield listening
