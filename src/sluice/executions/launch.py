@@ -96,13 +96,16 @@ async def create_execution(
     scheduled_at: float | None = None,
     execution_id: str | None = None,
     limits: ClaimLimits | None = None,
+    reused: Sequence[NodeRecord] = (),
 ) -> ExecutionRecord | None:
     """Register the workflow (and the launch plan version, INACTIVE if new), then insert the
     execution, its nodes and its first event in one transaction. PENDING when a concurrency
     policy governs the launch plan name or a platform cap governs the project (the controller
     decides, see executions/policies.py), else QUEUED. Returns None when this schedule
     firing exists already. Names, and claims that could never be granted (see
-    `check_launch`), are refused before anything is written."""
+    `check_launch`), are refused before anything is written. `reused`: node records (of
+    `execution_id`) it starts with instead of fresh ones, SUCCEEDED with their outputs, each
+    with an event REUSED saying where from (a retry of a failed execution)."""
     values = merge_inputs(workflow, inputs, launch_plan)
     await check_launch(workflow, values, project, domain, launch_plan, limits)
     now = clock.now()
@@ -119,10 +122,13 @@ async def create_execution(
             record.phase, record.reason = ExecutionPhase.PENDING, UNDECIDED_REASON
         if not await repos.executions.insert(record):
             return None
-        nodes = [NodeRecord(record.id, n.id, updated_at=now) for n in workflow.nodes]
+        done = {r.node_id: r for r in reused}
+        fresh = [NodeRecord(record.id, n.id, updated_at=now) for n in workflow.nodes]
+        nodes = [done.pop(n.node_id, n) for n in fresh] + list(done.values())
         await repos.nodes.insert_many(nodes)
         event = EventRecord(record.id, record.phase.value, now, reason=record.reason)
-        await repos.events.append([event])
+        marks = [EventRecord(record.id, "REUSED", now, r.node_id, reason=r.reason) for r in reused]
+        await repos.events.append([event, *marks])
         if notifier is not None:
             await notifier.publish(repos.conn, EXECUTIONS_CHANNEL, record.id)
     return record

@@ -20,7 +20,6 @@ from sluice.errors import (
     InvalidArgumentError,
     InvalidQuotaError,
     NotFoundError,
-    PermissionDeniedError,
     StoreGoneError,
 )
 from sluice.executions.launch import merge_inputs, request_abort
@@ -32,7 +31,9 @@ from sluice.service import convert, inventory, payloads, serving, visibility, wa
 from sluice.service import executions as ex
 from sluice.service import logs as task_logs
 from sluice.service import models as m
+from sluice.service.base import DECISION_WAIT
 from sluice.service.inputs import Inputs, resolve_inputs
+from sluice.service.launch_verbs import Launching
 from sluice.service.local import (
     LocalRun,
     await_decision,
@@ -44,21 +45,15 @@ from sluice.service.local import (
 from sluice.service.requests import RunRequest, Scope
 from sluice.service.targets import launch_plan_of
 from sluice.service.tokens import Tokens
-from sluice.spec.names import check_entity_name, check_scope_name
+from sluice.spec.names import check_entity_name
 from sluice.spec.phases import ExecutionPhase
 from sluice.spec.values import MAX_LIST_LIMIT, check_count
 from sluice.store.records import ExecutionRecord, LaunchPlanRecord
 
-DECISION_WAIT = 15.0
-"""Seconds `create` waits for the controller's decision about a new execution."""
 _NEXT_FIRINGS = 5
 
 
-class Sluice:
-    def __init__(self, runtime: Runtime, scope: Scope | None = None) -> None:
-        self.runtime = runtime
-        self.scope = scope or Scope()
-
+class Sluice(Launching):
     @classmethod
     async def open(
         cls, settings: Settings, *, role: str = "cli", clock: Clock | None = None
@@ -77,13 +72,6 @@ class Sluice:
 
     async def __aexit__(self, *_: object) -> None:
         await self.close()
-
-    @property
-    def settings(self) -> Settings:
-        return self.runtime.settings
-
-    def now(self) -> float:
-        return self.runtime.clock.now()
 
     # Executions: read.
     async def executions(
@@ -290,15 +278,6 @@ class Sluice:
                 await engine.stop()
         return await self._summary(record)
 
-    async def _get(self, execution_id: str) -> ExecutionRecord:
-        async with self.runtime.store.read() as repos:
-            return await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
-
-    async def _summary(self, record: ExecutionRecord) -> m.ExecutionSummary:
-        async with self.runtime.store.read() as repos:
-            positions = await ex.pending_positions(repos, [record])
-        return convert.execution_summary(record, self.now(), positions.get(record.id))
-
     # Launch plans.
     async def register_launch_plan(self, plan: Any, *, activate: bool = False) -> m.LaunchPlan:
         """Register a LaunchPlan (an SDK or a flytekit object) as a version of its name."""
@@ -472,41 +451,3 @@ class Sluice:
     async def readiness(self) -> m.Health:
         """Whether the store answers a query now (ok False, with the reason, if not)."""
         return await inventory.readiness(self.runtime)
-
-    # Scope.
-    @property
-    def _seen(self) -> frozenset[str] | None:
-        """The projects whose holders, waiters and entries this caller sees (None: all)."""
-        return self.scope.projects
-
-    def _project_domain(self, project: str | None, domain: str | None) -> tuple[str, str]:
-        project = project or self._default_project()
-        domain = domain or self.settings.domain
-        check_scope_name("project", project)
-        check_scope_name("domain", domain)
-        return project, domain
-
-    def _default_project(self) -> str:
-        """A caller limited to one project works in it unless it names another; others in
-        the configured project."""
-        projects = self.scope.projects
-        if projects is not None and len(projects) == 1:
-            return next(iter(projects))
-        return self.settings.project
-
-    def _may_read(self, project: str) -> None:
-        if not self.scope.sees(project):
-            raise NotFoundError(f"project {project!r} does not exist")
-
-    def _may_write(self, project: str | None) -> None:
-        """Writes need a writing scope; one naming a project needs that project (a global
-        write, such as a quota, needs an unscoped caller)."""
-        if self.scope.read_only:
-            raise PermissionDeniedError("this token is read-only")
-        if project is None:
-            if self.scope.projects is not None:
-                raise PermissionDeniedError(
-                    "only an unscoped caller may change deployment settings"
-                )
-            return
-        self._may_read(project)

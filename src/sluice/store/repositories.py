@@ -521,6 +521,19 @@ class SpecRepository:
         ).first()
         return TaskSpec.model_validate(row.spec) if row else None
 
+    async def catalogue(
+        self, project: str, domain: str, *, tasks: bool = False
+    ) -> builtins.list[tuple[str, str, float]]:
+        """(name, version, registered at) of every workflow (or task) of project/domain,
+        by name, newest version first."""
+        t = schema.task_specs if tasks else schema.workflow_specs
+        query = (
+            sa.select(t.c.name, t.c.version, t.c.created_at)
+            .where(t.c.project == project, t.c.domain == domain)
+            .order_by(t.c.name, t.c.created_at.desc(), t.c.version)
+        )
+        return [(r.name, r.version, r.created_at) for r in await self._conn.execute(query)]
+
     @staticmethod
     def _row(
         project: str, domain: str, name: str, version: str, spec: Any, now: float
