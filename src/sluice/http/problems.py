@@ -36,6 +36,7 @@ from sluice.errors import (
     SluiceError,
     StoreError,
 )
+from sluice.service.launching import FormErrors
 from sluice.spec.names import shown
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,8 @@ class Problem(BaseModel):
     title: str
     status: int
     detail: str
+    errors: dict[str, str] | None = None
+    """For inputs refused field by field: each bad input's name and what is wrong."""
 
 
 class Unauthorized(Exception):
@@ -93,11 +96,16 @@ def _problem(status: int, detail: str, kind: str | None = None) -> Problem:
     )
 
 
-def problem(status: int, detail: str, kind: str | None = None) -> JSONResponse:
-    body = _problem(status, detail, kind)
+def problem(
+    status: int, detail: str, kind: str | None = None, errors: dict[str, str] | None = None
+) -> JSONResponse:
+    body = _problem(status, detail, kind).model_copy(update={"errors": errors})
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(
-        body.model_dump(), status_code=status, media_type=PROBLEM_JSON, headers=headers
+        body.model_dump(exclude_none=True),
+        status_code=status,
+        media_type=PROBLEM_JSON,
+        headers=headers,
     )
 
 
@@ -105,7 +113,10 @@ def problem_body(exc: Exception) -> Problem:
     """The problem an expected error (a SluiceError, Unauthorized, Forbidden) is."""
     for kind, status, name in _STATUS:
         if isinstance(exc, kind):
-            return _problem(status, str(exc), name)
+            found = _problem(status, str(exc), name)
+            if isinstance(exc, FormErrors):
+                found = found.model_copy(update={"errors": exc.fields})
+            return found
     return _problem(422, str(exc), "invalid-argument")  # any other SluiceError: bad input
 
 
@@ -113,7 +124,7 @@ def _known(_: Request, exc: Exception) -> JSONResponse:
     if not isinstance(exc, SluiceError | Unauthorized | Forbidden):
         return _unexpected(_, exc)
     body = problem_body(exc)
-    return problem(body.status, body.detail, body.type.removeprefix(_TYPES))
+    return problem(body.status, body.detail, body.type.removeprefix(_TYPES), body.errors)
 
 
 def _unexpected(_: Request, exc: Exception) -> JSONResponse:

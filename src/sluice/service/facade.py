@@ -51,6 +51,8 @@ from sluice.spec.values import MAX_LIST_LIMIT, check_count
 from sluice.store.records import ExecutionRecord, LaunchPlanRecord
 
 _NEXT_FIRINGS = 5
+MAX_BULK = 500
+"""Executions one bulk abort may name."""
 
 
 class Sluice(Launching):
@@ -253,21 +255,22 @@ class Sluice(Launching):
     async def abort(
         self,
         execution_id: str,
-        reason: str = "aborted by user",
+        reason: str | None = None,
         *,
         wait: bool = True,
         within: float = 60.0,
     ) -> m.ExecutionSummary:
         """Abort an execution (every active task is aborted and finalized). With `wait`,
         return once it is terminal, whichever process drives it, or after `within` s: with no
-        live owner, an engine here takes it over once its lease runs out."""
+        live owner, an engine here takes it over once its lease runs out. The reason says
+        who asked, for a caller the server knows (a token's name, a local user)."""
         if not within > 0:
             raise InvalidArgumentError(f"timeout {within}: must be a positive number of seconds")
         record = await self._get(execution_id)
         self._may_write(record.project)
         runtime = self.runtime
         record = await request_abort(
-            runtime.store, runtime.notifier, runtime.clock, record.id, reason
+            runtime.store, runtime.notifier, runtime.clock, record.id, self._audited(reason)
         )
         if wait and not record.phase.is_terminal:
             engine = await runtime.engine(only=[record.id])
@@ -277,6 +280,31 @@ class Sluice(Launching):
             finally:
                 await engine.stop()
         return await self._summary(record)
+
+    async def abort_many(
+        self, execution_ids: Collection[str], reason: str | None = None
+    ) -> list[m.ExecutionSummary]:
+        """Ask for the abort of each execution (none is asked before all are found and may
+        be written), returning at once; those already ended are left as they are."""
+        if not execution_ids or len(execution_ids) > MAX_BULK:
+            raise InvalidArgumentError(
+                f"abort 1 to {MAX_BULK} executions, got {len(execution_ids)}"
+            )
+        records = [await self._get(i) for i in execution_ids]
+        for record in records:
+            self._may_write(record.project)
+        return [await self.abort(r.id, reason, wait=False) for r in records]
+
+    def _audited(self, reason: str | None) -> str:
+        if not self.scope.who:
+            return reason or "aborted by user"
+        return f"{reason or 'aborted'} by {self.scope.who}"
+
+    def whoami(self) -> m.Caller:
+        """Who the caller is and what it may do."""
+        scope = self.scope
+        projects = sorted(scope.projects) if scope.projects is not None else None
+        return m.Caller(who=scope.who, projects=projects, read_only=scope.read_only)
 
     # Launch plans.
     async def register_launch_plan(self, plan: Any, *, activate: bool = False) -> m.LaunchPlan:

@@ -9,13 +9,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from sluice.errors import InvalidArgumentError, NotFoundError
-from sluice.executions.launch import claim_limits, create_execution
+from sluice.executions.launch import claim_limits, create_execution, merge_inputs
 from sluice.executions.launch_plans import LaunchPlanService
 from sluice.executions.policies import launch_plan_spec
 from sluice.ids import new_execution_id
 from sluice.service import launching, payloads
 from sluice.service import models as m
-from sluice.service.base import DECISION_WAIT, ServiceBase
+from sluice.service.base import DECISION_WAIT
+from sluice.service.browse_verbs import Browsing
 from sluice.service.launching import LaunchForm
 from sluice.service.local import await_decision, controller_only
 from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
@@ -26,7 +27,7 @@ from sluice.store.records import ExecutionRecord
 RETRYABLE = frozenset({ExecutionPhase.FAILED, ExecutionPhase.ABORTED, ExecutionPhase.TIMED_OUT})
 
 
-class Launching(ServiceBase):
+class Launching(Browsing):
     async def launch_form(
         self, launch_plan: str, *, project: str | None = None, domain: str | None = None
     ) -> LaunchForm:
@@ -75,6 +76,27 @@ class Launching(ServiceBase):
         payloads.check_inputs_size(values, self.settings.payloads.max_inputs_bytes)
         record = await self.runtime.launch_spec(
             workflow, plan, values, project=project, domain=domain, options=options
+        )
+        return await self._decided(record)
+
+    async def relaunch(
+        self, execution_id: str, inputs: Mapping[str, Any] | None = None
+    ) -> m.ExecutionSummary:
+        """A new execution of the workflow and launch plan versions `execution_id` ran, with
+        its inputs (those in `inputs` replaced), linked to it."""
+        old = await self._get(execution_id)
+        self._may_write(old.project)
+        workflow, plan = await self._definitions(old)
+        values = {**launching.given_inputs(workflow, plan, old.inputs), **(inputs or {})}
+        merge_inputs(workflow, values, plan)  # every input error before anything is written
+        payloads.check_inputs_size(values, self.settings.payloads.max_inputs_bytes)
+        record = await self.runtime.launch_spec(
+            workflow,
+            plan,
+            values,
+            project=old.project,
+            domain=old.domain,
+            options={**_kept_options(old), "relaunch_of": old.id},
         )
         return await self._decided(record)
 

@@ -326,3 +326,71 @@ class Health(View):
     database: str
     schema_revision: str | None = None
     detail: str = ""
+
+
+class Caller(View):
+    """Who is calling, as the server knows it."""
+
+    who: str
+    """`token ci (1a2b...)`, `a local user`, or "" for the server's own process."""
+    projects: list[str] | None
+    """The projects it may see; None: all of them."""
+    read_only: bool
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def may_write(self) -> bool:
+        return not self.read_only
+
+
+class Version(View):
+    version: str
+    registered_at: datetime
+
+
+class CatalogueEntry(View):
+    """A workflow or a task of a project/domain with its versions, newest first."""
+
+    name: str
+    versions: list[Version]
+
+
+class Catalogue(View):
+    project: str
+    domain: str
+    workflows: list[CatalogueEntry]
+    tasks: list[CatalogueEntry]
+
+
+class TaskView(View):
+    name: str
+    version: str
+    type: str
+    inputs: dict[str, str]
+    """Name -> declared type."""
+    outputs: dict[str, str]
+    retries: int
+    timeout: float | None = None
+    cache: str
+    """"off", or "version 1" (", serialized")."""
+    quotas: list[str] = []
+    """`namespace` or `namespace x units`."""
+    locks: list[str] = []
+    """Lock name templates (or the function computing them)."""
+
+
+class WorkflowView(View):
+    project: str
+    domain: str
+    name: str
+    version: str
+    versions: list[Version]
+    inputs: dict[str, str]
+    """Name -> declared type."""
+    defaults: dict[str, Any] = {}
+    outputs: dict[str, str]
+    nodes: list[NodeExecution]
+    """The graph: each node with the task it runs and what it depends on (nothing run)."""
+    tasks: list[TaskView]
+    launch_plans: list[str] = []
+    """Launch plan names whose versions run this workflow."""

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from sluice.http.api import executions, health, inventory, launch_plans, logs, values
+from sluice.http.api import executions, health, inventory, launch_plans, logs, operate, values
 from sluice.http.api.base import API_PREFIX
 from sluice.http.problems import ERROR_RESPONSES
 
 
 def api_router() -> APIRouter:
     router = APIRouter(responses=ERROR_RESPONSES)
-    for module in (health, executions, values, logs, launch_plans, inventory):
+    for module in (health, operate, executions, values, logs, launch_plans, inventory):
         router.include_router(module.router)
     return router
 

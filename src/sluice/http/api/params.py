@@ -63,7 +63,10 @@ LogPosition = Annotated[
     Query(pattern=POSITION, description="`attempt:segment:line`, from a previous page"),
 ]
 PHASE = "^(?i:" + "|".join(p.value for p in ExecutionPhase) + ")$"
-PhaseName = Annotated[str, Field(pattern=PHASE, description="An execution phase, any case")]
+PhaseName = Annotated[
+    str, Field(json_schema_extra={"pattern": PHASE}, description="An execution phase, any case")
+]
+"""Checked by the service (its error, the CLI's, lists the phases); the schema says which."""
 Cursor = Annotated[
     str | None,
     Query(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_=-]+$", description="From a page"),
