@@ -51,9 +51,10 @@ def _mount_ui(app: FastAPI) -> None:
         return
     ui = importlib.import_module("sluice.http.ui")
     app.include_router(ui.ui_router(), include_in_schema=False)
-    mount_static = getattr(ui, "mount_static", None)
-    if mount_static is not None:
-        mount_static(app)
+    for hook in ("mount_static", "install"):
+        found = getattr(ui, hook, None)
+        if found is not None:
+            found(app)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

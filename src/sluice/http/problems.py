@@ -132,7 +132,7 @@ def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     return problem(500, "the server failed to handle this request; see its log", "internal")
 
 
-def _http(_: Request, exc: Exception) -> JSONResponse:
+def http_problem(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 400:  # FastAPI could not read the body: a bad value, as any other
         return problem(422, BAD_BODY, "invalid-argument")
@@ -160,7 +160,7 @@ def _validation_detail(errors: Any) -> str:
 def install(app: FastAPI) -> None:
     """Route every error through one of the handlers above."""
     app.add_exception_handler(RequestValidationError, _validation)
-    app.add_exception_handler(HTTPException, _http)
+    app.add_exception_handler(HTTPException, http_problem)
     for kind in (SluiceError, Unauthorized, Forbidden):
         app.add_exception_handler(kind, _known)
     app.add_exception_handler(Exception, _unexpected)

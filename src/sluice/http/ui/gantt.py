@@ -133,6 +133,8 @@ def seconds(value: float | None) -> str:
     """A duration a reader can compare: `850 µs`, `42 ms`, `1.234 s`, `3m07s`, `2h05m`."""
     if value is None:
         return ""
+    if value == 0:
+        return "0 s"
     if value < 0.001:
         return f"{value * 1e6:.0f} µs"
     if value < 1:
