@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from ui.browser import require_browser
+from ui.browser import accessibility_violations, require_browser
+from ui.ui_support import eventually
 from ui.workday import LIVE, World, world
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
@@ -277,3 +278,66 @@ async def test_an_unknown_page_is_an_html_404(day: World) -> None:
     forget(day, "404")
     api = await page.request.get(f"{day.base}/api/v1/no-such-thing")
     assert api.headers["content-type"] == "application/problem+json"
+
+
+async def _state_of_a_busy_day(day: World) -> dict[str, str]:
+    """Something of every kind on the pages: a failure, a run with a live log, quota waits,
+    a pending execution; the paths of the pages that show them."""
+    day.gate("broken").touch()
+    failed = await day.runtime.launch(day.flows.two_steps, {"directory": str(day.directory)})
+    await day.until_phase(failed.id, "FAILED")
+    day.gate("broken").unlink()
+    for name in [*day.flows.LOADS, "chatty", "report"]:
+        day.gate(f"{name}.gate").touch()
+    loads = await day.runtime.launch(day.flows.warehouse_loads, {"directory": str(day.directory)})
+    chatter = await day.sluice.create("chatter_plan", {"lines": 3})
+    inputs = {"directory": str(day.directory)}
+    await day.sluice.create("nightly", inputs)
+    await day.sluice.create("nightly", inputs)
+
+    async def waiting() -> bool:
+        nodes = (await day.sluice.execution(loads.id)).nodes
+        return sum(1 for n in nodes if n.waiting_for) == 2
+
+    await eventually(waiting, "two loads wait for the warehouse")
+    waiter = next(n.node for n in (await day.sluice.execution(loads.id)).nodes if n.waiting_for)
+    workflow = failed.workflow_key.replace("@", "?version=")
+    return {
+        "executions": "/",
+        "execution-failed": f"/executions/{failed.id}?node=fragile",
+        "execution-waiting": f"/executions/{loads.id}?node={waiter}",
+        "execution-running": f"/executions/{chatter.id}",
+        "log-full-view": f"/executions/{chatter.id}/logs?node=chatty",
+        "launch-plans": "/launch-plans",
+        "launch-plan": "/launch-plans/nightly",
+        "launch-form": "/launch-plans/chatter_plan/launch",
+        "relaunch-form": f"/executions/{failed.id}/relaunch",
+        "workflows": "/workflows",
+        "workflow": f"/workflows/{workflow}",
+        "quotas": "/quotas",
+        "locks": "/locks",
+        "cache": "/cache",
+        "sign-in": "/sign-in",
+        "not-found": "/no/such/page",
+    }
+
+
+async def test_every_page_in_light_and_dark_is_accessible(day: World) -> None:
+    """Screenshots of every page in both themes (into the pytest tmp dir, never committed),
+    each checked by axe-core for serious and critical violations (contrast included)."""
+    pages = await _state_of_a_busy_day(day)
+    problems: list[str] = []
+    for scheme in ("light", "dark"):
+        page = await day.page(color_scheme=scheme)
+        for name, path in pages.items():
+            await page.goto(day.base + path)
+            found = await accessibility_violations(page)
+            problems += [f"{name} ({scheme}): {v}" for v in found]
+            await page.screenshot(path=str(day.shots / f"{name}-{scheme}.png"), full_page=True)
+        await page.context.close()
+    forget(day, "404")
+    for gate in [*day.flows.LOADS, "chatty", "report"]:
+        day.gate(f"{gate}.gate").unlink(missing_ok=True)
+    print(f"screenshots in {day.shots}")
+    assert len(list(day.shots.glob("*.png"))) == 2 * len(pages)
+    assert not problems, "\n".join(problems)
