@@ -10,6 +10,7 @@ from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from sluice.http.api.base import Service, api_routes
+from sluice.http.api.links import execution_links
 from sluice.http.api.params import (
     ENTITY,
     SCOPE,
@@ -75,7 +76,7 @@ async def list_executions(
     return await sluice.executions(where, limit=limit, cursor=cursor)
 
 
-@router.post("/executions", status_code=201)
+@router.post("/executions", status_code=201, responses=execution_links(201))
 async def create_execution(sluice: Service, body: CreateExecution) -> m.ExecutionSummary:
     """Launch the ACTIVE version of a launch plan; the answer carries the controller's
     decision: QUEUED, PENDING (with its position and reason) or SKIPPED."""

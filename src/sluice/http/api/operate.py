@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from sluice.http.api.base import Service, api_routes
+from sluice.http.api.links import execution_links
 from sluice.http.api.params import (
     NO_CONTROL,
     EntityQuery,
@@ -21,16 +22,7 @@ from sluice.service.facade import MAX_BULK
 from sluice.service.launching import LaunchForm
 
 router = api_routes()
-CREATED = {
-    "links": {
-        "execution": {
-            "operationId": "get_execution_api_v1_executions__execution_id__get",
-            "parameters": {"execution_id": "$response.body#/id"},
-            "description": "The execution just created",
-        }
-    }
-}
-"""OpenAPI links: what a client (or a stateful test) can do with the execution it got."""
+CREATED = execution_links(201)
 
 
 IdText = Annotated[str, Field(min_length=1, max_length=64, pattern=NO_CONTROL)]
@@ -60,7 +52,7 @@ async def whoami(sluice: Service) -> m.Caller:
     "/executions/{execution_id}/relaunch",
     tags=["executions"],
     status_code=201,
-    responses={201: CREATED},
+    responses=CREATED,
 )
 async def relaunch_execution(
     sluice: Service, execution_id: ExecutionId, body: Relaunch | None = None
@@ -74,7 +66,7 @@ async def relaunch_execution(
     "/executions/{execution_id}/retry",
     tags=["executions"],
     status_code=201,
-    responses={201: CREATED},
+    responses=CREATED,
 )
 async def retry_execution(sluice: Service, execution_id: ExecutionId) -> m.ExecutionSummary:
     """Retry a FAILED (ABORTED, TIMED_OUT) execution from its failed nodes: a new execution
