@@ -89,6 +89,14 @@ async def test_launch_from_a_form_watch_it_live_and_follow_its_log(day: World) -
     assert download.status == 200 and "attempt 1 stdout chatty line 0" in text
     assert "attempt 1 stderr ValueError" in text
 
+    scroller = "document.querySelector('#log-panel .log-scroll')"
+    await page.evaluate(f"{scroller}.scrollTop = 0")  # the reader scrolls back
+    lines = await log.locator(".log-line").count()
+    await page.wait_for_function(
+        f"document.querySelectorAll('#node-log .log-line').length > {lines + 2}", timeout=LIVE
+    )
+    assert await page.evaluate(f"{scroller}.scrollTop") == 0, "the log jumped to its end"
+
     day.gate("chatty.gate").unlink()
     await page.wait_for_selector("#execution-phase:text('SUCCEEDED')", timeout=LIVE)  # no reload
     await page.wait_for_function(
@@ -341,3 +349,24 @@ async def test_every_page_in_light_and_dark_is_accessible(day: World) -> None:
     print(f"screenshots in {day.shots}")
     assert len(list(day.shots.glob("*.png"))) == 2 * len(pages)
     assert not problems, "\n".join(problems)
+
+
+async def test_an_open_version_list_stays_open_through_updates(day: World) -> None:
+    """Issue 26: an opened version list closed at the next poll."""
+    day.gate("report.gate").touch()
+    inputs = {"directory": str(day.directory)}
+    first = await day.sluice.create("nightly", inputs)
+    page = await day.page()
+    await page.goto(f"{day.base}/launch-plans")
+    versions = page.locator('[data-plan="nightly"] details')
+    await versions.locator("summary").click()
+    await page.evaluate(
+        "window.updates = 0; document.addEventListener('sluice:updated', () => window.updates++)"
+    )
+    queued = await day.sluice.create("nightly", inputs)  # the page's queue changes
+    await page.wait_for_selector(f'tr[data-execution="{queued.id}"]', timeout=LIVE)
+    assert await page.evaluate("window.updates") >= 1
+    assert await versions.get_attribute("open") is not None, "the version list closed"
+    await day.sluice.abort_many([queued.id, first.id])
+    day.gate("report.gate").unlink()
+    await day.until_phase(first.id, "ABORTED", "SUCCEEDED")
