@@ -18,7 +18,7 @@ from sluice.service import models as m
 from sluice.service.base import DECISION_WAIT
 from sluice.service.browse_verbs import Browsing
 from sluice.service.launching import LaunchForm
-from sluice.service.local import await_decision, controller_only
+from sluice.service.local import await_decision, controller_only, drive_here, until_terminal
 from sluice.spec.models import LaunchPlanSpec, WorkflowSpec
 from sluice.spec.names import check_entity_name
 from sluice.spec.phases import ExecutionPhase
@@ -100,10 +100,11 @@ class Launching(Browsing):
         )
         return await self._decided(record)
 
-    async def retry(self, execution_id: str) -> m.ExecutionSummary:
+    async def retry(self, execution_id: str, *, wait: bool = False) -> m.ExecutionSummary:
         """A new execution of a FAILED (ABORTED, TIMED_OUT) one's workflow and launch plan
         versions with its inputs, starting with every node that succeeded as it ended
-        (SUCCEEDED, its recorded outputs): only the failed and never-run nodes run."""
+        (SUCCEEDED, its recorded outputs): only the failed and never-run nodes run. With
+        `wait`, driven here to its end if no engine takes it."""
         old = await self._get(execution_id)
         self._may_write(old.project)
         if old.phase not in RETRYABLE:
@@ -130,11 +131,14 @@ class Launching(Browsing):
             reused=launching.reusable(nodes, workflow, old.id, new_id),
         )
         assert record is not None
-        return await self._decided(record)
+        return await self._decided(record, wait)
 
-    async def _decided(self, record: ExecutionRecord) -> m.ExecutionSummary:
-        async with controller_only(self.runtime, record):
-            record = await await_decision(self.runtime, record.id, DECISION_WAIT)
+    async def _decided(self, record: ExecutionRecord, wait: bool = False) -> m.ExecutionSummary:
+        runtime = self.runtime
+        async with drive_here(runtime, record) if wait else controller_only(runtime, record):
+            record = await await_decision(runtime, record.id, DECISION_WAIT)
+            if wait and not record.phase.is_terminal:
+                record = await until_terminal(runtime, record.id, None)
         return await self._summary(record)
 
     def _form(
