@@ -191,3 +191,16 @@ async def test_bad_values_in_a_page_url_are_errors_naming_them(client: httpx.Asy
     assert project.status_code == 422 and "No Such/Project" in project.text
     cursor = await client.get("/", params={"cursor": "garbage"})
     assert cursor.status_code == 422 and "garbage" in cursor.text
+
+
+async def test_a_big_input_is_cut_on_the_page_with_a_link_to_the_whole(
+    runtime: Runtime, engine: object, flows: ModuleType, client: httpx.AsyncClient
+) -> None:
+    """Issue 26: a 1 MB string input made a 16-18 MB page that froze the browser."""
+    done = await run_to_end(runtime, flows.shouting, text="x" * 1_000_000)
+    page = await client.get(f"/executions/{done}", params={"node": "shout"})
+    assert page.status_code == 200
+    assert len(page.content) < 100_000, len(page.content)
+    assert page.text.count("The whole value (JSON)") == 4  # the run's and the node's, each side
+    whole = await client.get(f"/api/v1/executions/{done}/nodes/shout/values/outputs")
+    assert whole.json() == {"o0": "X" * 1_000_000}

@@ -162,3 +162,13 @@ def fragile(directory: str, values: list[int]) -> int:
 @sluice.workflow
 def two_steps(directory: str, n: int = 4) -> int:
     return fragile(directory=directory, values=prepare(directory=directory, n=n))
+
+
+@sluice.task
+def shout(text: str) -> str:
+    return text.upper()
+
+
+@sluice.workflow
+def shouting(text: str) -> str:
+    return shout(text=text)

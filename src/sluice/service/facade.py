@@ -86,10 +86,11 @@ class Sluice(Launching):
             return await ex.page(repos, where, limit, cursor, self.now())
 
     async def execution(
-        self, execution_id: str, *, events: bool = False, whole: bool = False
+        self, execution_id: str, *, events: bool = False, whole: bool = True
     ) -> m.Execution:
-        """One execution (by id or unique prefix) with its nodes and their attempts; big
-        inputs and outputs cut (`truncated` says which) unless `whole`."""
+        """One execution (by id or unique prefix) with its nodes and their attempts; without
+        `whole`, big inputs and outputs cut (`truncated` says which), as pages and the HTTP
+        API show them."""
         async with self.runtime.store.read() as repos:
             record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
             found = await ex.detail(repos, record, self.now(), with_events=events)

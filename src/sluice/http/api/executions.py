@@ -90,13 +90,13 @@ async def get_execution(
     sluice: Service, execution_id: ExecutionId, events: bool = False
 ) -> m.Execution:
     """One execution (by id or unique prefix) with its nodes and their attempts."""
-    return await sluice.execution(execution_id, events=events)
+    return await sluice.execution(execution_id, events=events, whole=False)
 
 
 @router.get("/executions/{execution_id}/nodes")
 async def list_nodes(sluice: Service, execution_id: ExecutionId) -> list[m.NodeExecution]:
     """The execution's node executions in workflow order, each with its attempts."""
-    return (await sluice.execution(execution_id)).nodes
+    return (await sluice.execution(execution_id, whole=False)).nodes
 
 
 @router.get("/executions/{execution_id}/nodes/{node_id}/attempts")

@@ -96,7 +96,7 @@ def _with_cursor(request: Request, cursor: str | None) -> str:
 async def execution_page(
     request: Request, sluice: Service, execution_id: str, node: str = ""
 ) -> Response:
-    found = await sluice.execution(execution_id)
+    found = await sluice.execution(execution_id, whole=False)
     selected = _selected(found, node)
     context = {
         "title": f"Execution {found.id}",

@@ -26,7 +26,7 @@ DOWNLOAD_PAGE = 5_000
 async def log_page(
     request: Request, sluice: Service, execution_id: str, node: str, attempt: int | None = None
 ) -> Response:
-    found = await sluice.execution(execution_id)
+    found = await sluice.execution(execution_id, whole=False)
     selected = next((n for n in found.nodes if n.node == node), None)
     if selected is None:
         await sluice.attempts(found.id, node)  # its NotFoundError names the nodes
