@@ -5,9 +5,9 @@ the render).
 
 A chain of N tasks, each pausing S seconds, runs on an in-process engine over SQLite while
 Debian's Chromium (through Playwright) shows its page from a uvicorn server on 127.0.0.1. The
-page records, after each htmx swap, the wall time each node is first shown in each phase; the
-engine's times are the node's `started_at` (RUNNING) and `ended_at` (SUCCEEDED). Same machine,
-same clock.
+page records, after each live update (ui.js's `sluice:updated`), the wall time each node is
+first shown in each phase; the engine's times are the node's `started_at` (RUNNING) and
+`ended_at` (SUCCEEDED). Same machine, same clock.
 
 Prints one JSON line.
 
@@ -59,7 +59,7 @@ function record() {
   });
 }
 document.addEventListener('DOMContentLoaded', record);
-document.addEventListener('htmx:afterSettle', record);
+document.addEventListener('sluice:updated', record);
 """
 
 

@@ -207,6 +207,18 @@ class LogsConfig(_Section):
         return self
 
 
+class PayloadsConfig(_Section):
+    """How big the values the API and the UI take and show may be."""
+
+    max_request_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    """A request body larger than this is refused (413) before it is read."""
+    max_inputs_bytes: int = Field(default=512 * 1024, ge=64)
+    """An execution's inputs, as compact JSON, larger than this are refused (422) at launch."""
+    shown_value_chars: int = Field(default=2000, ge=80)
+    """Inputs and outputs in pages and API views are cut to about this many characters per
+    string (and 100 items per list or object), with a link to the whole value."""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SLUICE_", env_nested_delimiter="__", extra="forbid", validate_default=True
@@ -221,6 +233,7 @@ class Settings(BaseSettings):
     cache: CacheConfig = Field(default_factory=CacheConfig)
     concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
     logs: LogsConfig = Field(default_factory=LogsConfig)
+    payloads: PayloadsConfig = Field(default_factory=PayloadsConfig)
 
     @field_validator("project", "domain", mode="after")
     @classmethod

@@ -71,3 +71,14 @@ def test_plugins_ls_answers_before_any_store_exists(tmp_path: Path) -> None:
     done = sluice("--db", str(tmp_path / "fresh" / "x.db"), "plugins", "ls", "--json")
     assert done.returncode == 0, done.stderr
     assert {"python", "shell"} <= {p["id"] for p in json.loads(done.stdout)}
+
+
+def test_a_bare_file_name_is_a_sqlite_database(tmp_path: Path) -> None:
+    """Issue 26: `--db s.db` was refused ("unknown database URL scheme ''") though the help
+    says a file path works."""
+    wrote = sluice("--db", "s.db", "quota", "set", "hive", "2", cwd=tmp_path)
+    assert wrote.returncode == 0, wrote.stderr
+    assert (tmp_path / "s.db").is_file()
+    listed = sluice("--db", "s.db", "quota", "ls", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert [(q["namespace"], q["quota"]) for q in json.loads(listed.stdout)] == [("hive", 2)]

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
         ("http_job.py", 'outputs: {"o0": 20}'),
         ("map_task.py", 'outputs: {"o0": 104}'),
         ("dynamic.py", 'outputs: {"o0": "3 shards, total 10"}'),
+        ("retry_from_failure.py", "outputs: {'o0': 10}\n  extract: SUCCEEDED reused from"),
         ("flyte_map.py", 'outputs: {"o0": 415}'),  # flytekit: in the test extra
         ("ray_job.py", 'outputs: {"o0": 494.0}'),  # its last workflow: task mode
     ],

@@ -79,7 +79,8 @@ def served(env: dict[str, str], request: pytest.FixtureRequest) -> Iterator[str]
 
 def test_serve_answers_on_loopback_without_a_token(served: str) -> None:
     assert httpx.get(f"{served}/api/v1/ready").json()["ok"] is True
-    assert httpx.get(f"{served}/api/v1/executions").json() == {"items": [], "next_cursor": None}
+    listed = httpx.get(f"{served}/api/v1/executions").json()
+    assert listed == {"items": [], "next_cursor": None, "prev_cursor": None, "total": 0}
 
 
 @pytest.mark.parametrize("served", ["0.0.0.0"], indirect=True)
@@ -125,3 +126,43 @@ def test_the_api_says_what_the_cli_says(
     result = sluice(env, *cli_args)
     assert result.exit_code == 2, result.output
     assert " ".join(result.stderr.split()) == f"error: {detail}"
+
+
+def _start_serve(env: dict[str, str], lines: int = 2) -> tuple[subprocess.Popen[str], str, str]:
+    """`sluice serve` with the default port; the process, its URL and what it said."""
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "sluice", "serve", "--no-engine", "--no-schedules"],
+        env={**os.environ, **env},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert serve.stdout is not None
+    said = "".join(serve.stdout.readline() for _ in range(lines))
+    match = re.search(r"HTTP API on (http://\S+)/api/v1", said)
+    if match is None:
+        serve.kill()
+        pytest.fail(f"serve did not start: {said} {serve.communicate()[1]}")
+    return serve, match.group(1), said
+
+
+def test_two_serves_on_one_host_both_start(env: dict[str, str], tmp_path: Path) -> None:
+    """Issue 26: a second `sluice serve` collided on port 8080 unless told --port. The
+    default port falls forward to the next free one and says so; an explicit --port that is
+    taken stays an error naming it (test_a_taken_port_is_one_clear_error)."""
+    other = {**env, "SLUICE_DATABASE_URL": f"sqlite:///{tmp_path / 'other.db'}"}
+    first, first_url, _ = _start_serve(env)
+    try:
+        second, second_url, said = _start_serve(other, lines=3)
+        try:
+            assert first_url != second_url
+            assert "is in use" in said
+            for url in (first_url, second_url):
+                assert httpx.get(f"{url}/api/v1/health").json() == {"ok": True}
+        finally:
+            second.send_signal(signal.SIGTERM)
+            second.communicate(timeout=30)
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=30)

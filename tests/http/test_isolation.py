@@ -262,6 +262,61 @@ async def _cancel_backfill(c: httpx.AsyncClient, mine: Project, theirs: Project)
     _not_found(await c.post(f"/api/v1/backfills/{theirs.backfill}/cancel"))
 
 
+@case("GET", "/executions/{execution_id}/values/{side}")
+async def _execution_value(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.get(f"/api/v1/executions/{theirs.execution}/values/inputs"))
+    assert _json(await c.get(f"/api/v1/executions/{mine.execution}/values/inputs")) == {
+        "text": "hi"
+    }
+
+
+@case("GET", "/executions/{execution_id}/nodes/{node_id}/values/{side}")
+async def _node_value(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.get(f"/api/v1/executions/{theirs.execution}/nodes/echo/values/inputs"))
+
+
+@case("GET", "/whoami")
+async def _whoami(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    caller = _json(await c.get("/api/v1/whoami"))
+    assert caller["projects"] == [mine.name] and caller["who"].startswith("token ")
+
+
+@case("POST", "/executions/{execution_id}/relaunch")
+async def _relaunch(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.post(f"/api/v1/executions/{theirs.execution}/relaunch"))
+
+
+@case("POST", "/executions/{execution_id}/retry")
+async def _retry(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.post(f"/api/v1/executions/{theirs.execution}/retry"))
+
+
+@case("POST", "/executions/bulk-abort")
+async def _bulk_abort(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    body = {"ids": [mine.pending, theirs.pending]}
+    _not_found(await c.post("/api/v1/executions/bulk-abort", json=body))
+    assert _json(await c.get(f"/api/v1/executions/{mine.pending}"))["phase"] == "PENDING"
+
+
+@case("GET", "/launch-plans/{name}/form")
+async def _form(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    path = "/api/v1/launch-plans/echo_plan/form"
+    _not_found(await c.get(path, params={"project": theirs.name}))
+    assert [f["name"] for f in _json(await c.get(path))["fields"]] == ["text"]
+
+
+@case("GET", "/catalogue")
+async def _catalogue(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    _not_found(await c.get("/api/v1/catalogue", params={"project": theirs.name}))
+    assert _json(await c.get("/api/v1/catalogue"))["project"] == mine.name
+
+
+@case("GET", "/workflows/{name}")
+async def _workflow(c: httpx.AsyncClient, mine: Project, theirs: Project) -> None:
+    path = "/api/v1/workflows/http_flows.echoing"
+    _not_found(await c.get(path, params={"project": theirs.name}))
+
+
 def _api_routes(sluice: Sluice) -> set[tuple[str, str]]:
     """Every documented operation (the UI's pages and /metrics are not in the schema)."""
     paths = create_app(sluice, authorize=open_scope).openapi()["paths"]

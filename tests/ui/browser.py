@@ -32,8 +32,10 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = Path(
     os.environ.get("SLUICE_UI_SCREENSHOTS") or Path(tempfile.gettempdir()) / "sluice-ui-screenshots"
 )
-"""Where the browser tests save their screenshots: `SLUICE_UI_SCREENSHOTS=docs/screenshots`
+"""Where the older browser tests save their screenshots: `SLUICE_UI_SCREENSHOTS=docs/screenshots`
 refreshes the README's; by default a temporary directory, so a test run leaves git clean."""
+AXE = Path(__file__).parent / "vendor" / "axe.min.js"
+BLOCKING_IMPACTS = ("serious", "critical")
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 
@@ -112,3 +114,20 @@ def shot_path(name: str) -> str:
 
 async def screenshot(page: Any, name: str) -> None:
     await page.screenshot(path=shot_path(name))
+
+
+async def accessibility_violations(page: Any) -> list[str]:
+    """axe-core's serious and critical violations on the page as it is (WCAG A and AA rules
+    and best practices), one line each: rule, impact, and where."""
+    if not await page.evaluate("typeof window.axe !== 'undefined'"):
+        await page.add_script_tag(path=str(AXE))
+    found = await page.evaluate(
+        "axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map("
+        "v => ({id: v.id, impact: v.impact, help: v.help,"
+        " nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))"
+    )
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} at {v['nodes']}"
+        for v in found
+        if v["impact"] in BLOCKING_IMPACTS
+    ]

@@ -13,7 +13,8 @@ from fastapi import FastAPI
 
 from sluice.runtime import Runtime
 from sluice.sdk.loader import load_module
-from ui.ui_support import FLOWS, ServiceWithLogs, make_app, ui_settings
+from sluice.service import Sluice
+from ui.ui_support import FLOWS, make_app, ui_settings
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ async def engine(runtime: Runtime) -> AsyncIterator[Any]:
 
 @pytest.fixture
 def app(runtime: Runtime) -> FastAPI:
-    return make_app(ServiceWithLogs(runtime))
+    return make_app(Sluice(runtime))
 
 
 @pytest.fixture

@@ -46,6 +46,11 @@ async def base_url(app: FastAPI) -> AsyncIterator[str]:
         yield url
 
 
+async def accept(dialog: Any) -> None:
+    """The confirmation a destructive action asks for: yes."""
+    await dialog.accept()
+
+
 def started(directory: Path) -> list[str]:
     return sorted(p.removesuffix(".started") for p in os.listdir(directory) if ".started" in p)
 
@@ -85,7 +90,7 @@ async def test_waits_change_live_and_abort_works(
         " && document.querySelector('table.nodes').innerText.includes('position 1')",
         timeout=LIVE,
     )
-    assert "SUCCEEDED" in await nodes.inner_text()
+    assert "succeeded" in await nodes.inner_text()
 
     await page.goto(f"{base_url}/quotas")
     await page.wait_for_selector("text=1 / 1 in use", timeout=LIVE)
@@ -100,12 +105,13 @@ async def test_waits_change_live_and_abort_works(
 
     await page.locator("#node-link-2").focus()
     await page.evaluate(
-        "window.swaps = 0; document.addEventListener('htmx:afterSettle', () => window.swaps++); 0"
+        "window.swaps = 0; document.addEventListener('sluice:updated', () => window.swaps++); 0"
     )
     await page.wait_for_function("window.swaps >= 2", timeout=LIVE)
     focused = await page.evaluate("document.activeElement.id")
     assert focused == "node-link-2", f"a poll took the keyboard focus away (now on {focused!r})"
 
+    page.once("dialog", accept)
     await page.locator("#abort-button").click()
     await page.wait_for_selector("#execution-phase:text-matches('ABORT')", timeout=LIVE)
     await page.wait_for_selector("#execution-phase:text('ABORTED')", timeout=30_000)
@@ -161,7 +167,7 @@ async def test_a_cache_wait_shows_its_owner_then_the_hit(
     await page.goto(f"{base_url}/executions/{second.id}?node=expensive")
     await page.wait_for_selector("dt:text-is('Reservation owner')", timeout=LIVE)
     detail = await page.locator(".node-detail").inner_text()
-    assert first.id in detail and "WAITING_FOR_CACHE" in detail
+    assert first.id in detail and "waiting for cache" in detail
     await screenshot(page, "cache-wait")
 
     await page.goto(f"{base_url}/cache")
@@ -217,6 +223,7 @@ async def test_the_pending_queue_shows_positions_and_its_abort_button_works(
     await screenshot(page, "executions")
     await page.goto(f"{base_url}/launch-plans")
 
+    page.once("dialog", accept)
     await page.locator(f"#abort-{queued.id}").click()
     await page.wait_for_url("**/launch-plans")
     await row.wait_for(state="detached", timeout=LIVE)

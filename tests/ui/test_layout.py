@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from sluice.http.ui import gantt, graph
-from sluice.service.models import Attempt, Event, NodeExecution
+from sluice.service.models import Attempt, NodeExecution
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -51,18 +51,36 @@ def test_an_attempt_that_waited_is_drawn_as_a_wait_then_a_run() -> None:
     ran = Attempt(
         attempt=1,
         phase="SUCCESS",
+        first_seen_at=T0,
         started_at=T0 + timedelta(seconds=4),
         ended_at=T0 + timedelta(seconds=10),
     )
-    first_report = Event(
-        execution_id="x", node_id="n", attempt=1, phase="WAITING_FOR_RESOURCES", occurred_at=T0
-    )
-    line = gantt.timeline([node("n", attempts=[ran])], T0, [first_report])
+    line = gantt.timeline([node("n", attempts=[ran])], T0)
     assert line is not None
     wait, run = line.rows[0].bars
     assert wait.state == "waiting" and run.state == "success"
     assert wait.x == gantt.LABEL_WIDTH and run.x + run.width == gantt.LABEL_WIDTH + gantt.PLOT_WIDTH
     assert abs(wait.width - 0.4 * gantt.PLOT_WIDTH) <= 1
+
+
+def test_an_ended_attempt_without_an_end_never_grows_with_the_clock() -> None:
+    """Issue 26: attempts of a quota holder, whose last event is RELEASED, were drawn up to
+    now: a map of 0.1 s read as 14 minutes. Only a live attempt grows."""
+    over = Attempt(attempt=1, phase="RUNNING", first_seen_at=T0, started_at=T0, live=False)
+    live = Attempt(attempt=1, phase="RUNNING", first_seen_at=T0, started_at=T0, live=True)
+    done = Attempt(
+        attempt=1, phase="SUCCESS", first_seen_at=T0, started_at=T0, ended_at=T0 + timedelta(0, 1)
+    )
+    later = T0 + timedelta(minutes=14)
+    line = gantt.timeline([node("a", attempts=[over]), node("b", attempts=[done])], later)
+    assert line is not None and line.ticks[-1].label == "1.000 s"
+    line = gantt.timeline([node("a", attempts=[live]), node("b", attempts=[done])], later)
+    assert line is not None and line.ticks[-1].label == "14m00s"
+
+
+def test_durations_show_milliseconds() -> None:
+    shown = [gantt.seconds(s) for s in (0.0004, 0.042, 0.9994, 1.2345, 42.0, 187.0, 7500.0)]
+    assert shown == ["400 µs", "42 ms", "999 ms", "1.234 s", "42.0 s", "3m07s", "2h05m"]
 
 
 def test_no_timeline_before_any_attempt() -> None:

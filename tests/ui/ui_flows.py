@@ -118,3 +118,57 @@ def write_partitions(directory: str, name: str, partitions: list[int]) -> str:
 def partition_writes(directory: str) -> None:
     write_partitions(directory=directory, name="a", partitions=[1, 2])
     write_partitions(directory=directory, name="b", partitions=[2, 3])
+
+
+@sluice.task
+def chatty(directory: str, lines: int = 5) -> int:
+    """Prints `lines` lines, a warning on stderr, then more while `chatty.gate` exists."""
+    import sys
+
+    for i in range(lines):
+        print(f"chatty line {i}", flush=True)
+    print("ValueError: a recoverable hiccup (retried)", file=sys.stderr, flush=True)
+    count = 0
+    while (Path(directory) / "chatty.gate").exists():
+        time.sleep(TICK)
+        count += 1
+        if count % 4 == 0:
+            print(f"chatty tick {count}", flush=True)
+    print("chatty done", flush=True)
+    return lines
+
+
+@sluice.workflow
+def chatter(directory: str, lines: int = 5, label: str = "weekly", strict: bool = False) -> int:
+    return chatty(directory=directory, lines=lines)
+
+
+@sluice.task
+def prepare(directory: str, n: int) -> list[int]:
+    """Counts its runs in `directory`/prepare.runs: a retry that reuses it never runs it."""
+    runs = Path(directory) / "prepare.runs"
+    runs.write_text(str(int(runs.read_text() or "0") + 1) if runs.exists() else "1")
+    return list(range(n))
+
+
+@sluice.task
+def fragile(directory: str, values: list[int]) -> int:
+    """Fails while `directory`/broken exists."""
+    if (Path(directory) / "broken").exists():
+        raise RuntimeError("the warehouse is read-only")
+    return sum(values)
+
+
+@sluice.workflow
+def two_steps(directory: str, n: int = 4) -> int:
+    return fragile(directory=directory, values=prepare(directory=directory, n=n))
+
+
+@sluice.task
+def shout(text: str) -> str:
+    return text.upper()
+
+
+@sluice.workflow
+def shouting(text: str) -> str:
+    return shout(text=text)

@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 
 from sluice.config import Settings, load_config
-from sluice.http.ui import mount_static, ui_router
+from sluice.http.app import create_app
+from sluice.http.deps import open_scope
 from sluice.service import Sluice
 from support.engine import fast_settings
 
@@ -27,28 +27,10 @@ def ui_settings(url: str) -> Settings:
     return load_config(database_url=url, engine=engine, resources={"quotas": {"warehouse": 1}})
 
 
-class _SluiceReadingLogs(Sluice):
-    """Until the service has its `logs` verb (being added with the task logs): the same read
-    over the engine's real task logs, so the log panel is tested now."""
-
-    def scoped(self, scope: Any) -> Sluice:
-        return _SluiceReadingLogs(self.runtime, scope)
-
-    async def logs(self, execution_id: str, node_id: str, *, attempt: int) -> list[Any]:
-        reader = self.runtime.log_reader()
-        entries = await reader.lines(execution_id, node_id, attempt - 1)
-        return [SimpleNamespace(text=e.line.text) for e in entries]
-
-
-ServiceWithLogs: type[Sluice] = Sluice if hasattr(Sluice, "logs") else _SluiceReadingLogs
-
-
 def make_app(sluice: Sluice) -> FastAPI:
-    app = FastAPI()
-    app.state.sluice = sluice
-    app.include_router(ui_router())
-    mount_static(app)
-    return app
+    """The whole app (the pages use the API: logs are followed over its server-sent events),
+    without authentication, as a loopback server runs it."""
+    return create_app(sluice, authorize=open_scope)
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], what: str, within: float = WAIT) -> Any:

@@ -215,7 +215,9 @@ def _nodes_table(nodes: list[NodeExecution]) -> Table:
     for column in ("node", "phase", "attempt", "cache", "reason"):
         table.add_column(column, overflow="fold")
     for n in nodes:
-        table.add_row(n.node, n.task_phase, str(n.attempt), n.cache_status, _last_line(n.reason))
+        table.add_row(
+            n.node, n.task_phase, str(n.attempt), n.cache_status, _last_line(n.live_reason)
+        )
     return table
 
 

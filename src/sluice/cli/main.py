@@ -173,6 +173,7 @@ HELP_OPTIONS = ("-h", "--help")
     "--db",
     "database_url",
     metavar="URL",
+    callback=lambda _ctx, _param, value: database_url_of(value),
     help="Database URL, or a SQLite file path (or SLUICE_DATABASE_URL).",
 )
 @click.option("--project", help="Project (or SLUICE_PROJECT).")
@@ -193,6 +194,13 @@ def cli(
         if v
     }
     ctx.obj = CliState(config_path, overrides)
+
+
+def database_url_of(value: str | None) -> str | None:
+    """`--db` as a URL: anything without a scheme (`s.db`, `data/s.db`) is a SQLite file."""
+    if value is None or "://" in value:
+        return value
+    return f"sqlite:///{value}"
 
 
 def _import_uncollected(module: str, attribute: str) -> Any:

@@ -72,9 +72,12 @@ async def serve_command(
     the schedules of ACTIVE launch plans, an engine, the HTTP API with the web UI (on
     127.0.0.1:8080 unless told) and Flyte's gRPC API (on port 8089), until SIGINT or
     SIGTERM."""
-    flyte_port_or_none = flyte_port if _flyte_wanted(flyte, http) else None
-    listen = (host, port) if http else None
-    await serve_all(ctx, engine, schedules, metrics_port, listen, flyte_port_or_none)
+    given = ctx.get_parameter_source("flyte_port") is not click.core.ParameterSource.DEFAULT
+    from sluice.http.server import FALL_FORWARD
+
+    grpc = (flyte_port, 0 if given else FALL_FORWARD) if _flyte_wanted(flyte, http) else None
+    listen = _where(ctx, host, port) if http else None
+    await serve_all(ctx, engine, schedules, metrics_port, listen, grpc)
 
 
 def _flyte_wanted(flag: bool | None, http: bool) -> bool:
@@ -101,7 +104,7 @@ async def ui_command(ctx: click.Context, host: str, port: int) -> None:
     """Serve the web UI and the API over this machine's store (the embedded SQLite file
     unless --db says otherwise), with an engine, the controller and the schedules, so
     what is launched runs and moves on the page, until SIGINT or SIGTERM."""
-    await serve_all(ctx, True, True, None, (host, port))
+    await serve_all(ctx, True, True, None, _where(ctx, host, port))
 
 
 async def serve_all(
@@ -109,8 +112,8 @@ async def serve_all(
     engine: bool,
     schedules: bool,
     metrics_port: int | None,
-    listen: tuple[str, int] | None,
-    flyte_port: int | None = None,
+    listen: Listen | None,
+    flyte: tuple[int, int] | None = None,
 ) -> None:
     from prometheus_client import start_http_server
 
@@ -127,13 +130,13 @@ async def serve_all(
         signals = Signals()
         async with (
             _http(service, listen) as listening,
-            _flyte(service, listening, flyte_port) as flyte,
+            _flyte(service, listening, flyte) as grpc,
         ):
             fatal = await service.serve(
                 signals.first(),
                 engine=engine,
                 schedules=schedules,
-                ready=lambda: _announce(service, listening, flyte),
+                ready=lambda: _announce(service, listening, grpc),
                 hurry=signals.second,
             )
     finally:
@@ -144,6 +147,19 @@ async def serve_all(
         raise fatal  # one line, exit 4, as `sluice engine`
 
 
+Listen = tuple[str, int, int]
+"""Host, port, and how many ports after it to try when it is taken."""
+
+
+def _where(ctx: click.Context, host: str, port: int) -> Listen:
+    """The default port falls forward to the next free one (two servers on one host both
+    start, the second says where); a port given with --port is that port or an error."""
+    given = ctx.get_parameter_source("port") is not click.core.ParameterSource.DEFAULT
+    from sluice.http.server import FALL_FORWARD
+
+    return host, port, 0 if given else FALL_FORWARD
+
+
 def _announce(
     service: Sluice, listening: Listening | None, flyte: FlyteListening | None = None
 ) -> None:
@@ -152,28 +168,32 @@ def _announce(
     if listening is not None:
         auth = "every request needs a token" if listening.needs_token else "no token needed"
         click.echo(f"HTTP API on {listening.url}/api/v1 ({auth}), web UI on {listening.url}/")
+        if listening.taken is not None:
+            click.echo(f"(port {listening.taken} is in use, by another sluice serve?)")
     if flyte is not None:
         click.echo(f"Flyte gRPC API on {flyte.endpoint} (admin.endpoint: dns:///{flyte.endpoint})")
 
 
 @contextlib.asynccontextmanager
-async def _http(service: Sluice, listen: tuple[str, int] | None) -> AsyncIterator[Listening | None]:
+async def _http(service: Sluice, listen: Listen | None) -> AsyncIterator[Listening | None]:
     """Listening first, so a taken port fails the command before anything else starts."""
     if listen is None:
         yield None
         return
     from sluice.http.server import http_server
 
-    async with http_server(service, *listen) as listening:
+    host, port, fall_forward = listen
+    async with http_server(service, host, port, fall_forward=fall_forward) as listening:
         yield listening
 
 
 @contextlib.asynccontextmanager
 async def _flyte(
-    service: Sluice, listening: Listening | None, port: int | None
+    service: Sluice, listening: Listening | None, where: tuple[int, int] | None
 ) -> AsyncIterator[FlyteListening | None]:
-    """Flyte's gRPC API on the HTTP server's host, its uploads signed for that server."""
-    if port is None or listening is None:
+    """Flyte's gRPC API on the HTTP server's host (its port, and how many after it to try
+    when it is taken), its uploads signed for that server."""
+    if where is None or listening is None:
         yield None
         return
     from urllib.parse import urlsplit
@@ -181,7 +201,13 @@ async def _flyte(
     from sluice.flyteadmin.server import flyteadmin_server
 
     host = urlsplit(listening.url).hostname or "127.0.0.1"
+    port, fall_forward = where
     async with flyteadmin_server(
-        service, host, port, http_url=listening.url, token_required=listening.needs_token
+        service,
+        host,
+        port,
+        http_url=listening.url,
+        token_required=listening.needs_token,
+        fall_forward=fall_forward,
     ) as flyte:
         yield flyte

@@ -97,19 +97,22 @@ async def create_execution(
     scheduled_at: float | None = None,
     execution_id: str | None = None,
     limits: ClaimLimits | None = None,
+    reused: Sequence[NodeRecord] = (),
 ) -> ExecutionRecord | None:
     """Register the workflow (and the launch plan version, INACTIVE if new), then insert the
     execution, its nodes and its first event in one transaction. PENDING when a concurrency
     policy governs the launch plan name or a platform cap governs the project (the controller
     decides, see executions/policies.py), else QUEUED. Returns None when this schedule
     firing exists already. Names, and claims that could never be granted (see
-    `check_launch`), are refused before anything is written."""
+    `check_launch`), are refused before anything is written. `reused`: node records (of
+    `execution_id`) it starts with instead of fresh ones, SUCCEEDED with their outputs, each
+    with an event REUSED saying where from (a retry of a failed execution)."""
     record = await prepare_execution(
         project, domain, workflow, inputs, launch_plan, options, clock.now(), limits
     )
     record.id, record.scheduled_at = execution_id or record.id, scheduled_at
     async with store.write() as repos:
-        if not await write_execution(repos, notifier, record, workflow, launch_plan):
+        if not await write_execution(repos, notifier, record, workflow, launch_plan, reused):
             return None
     return record
 
@@ -141,10 +144,12 @@ async def write_execution(
     record: ExecutionRecord,
     workflow: WorkflowSpec,
     launch_plan: LaunchPlanSpec | None,
+    reused: Sequence[NodeRecord] = (),
 ) -> bool:
     """Write a prepared execution, its nodes and its first event inside the caller's
     transaction, registering its workflow and launch plan version; False (nothing of the
-    execution written) when its id or its schedule firing exists already."""
+    execution written) when its id or its schedule firing exists already. `reused`: node
+    records it starts with instead of fresh ones (see create_execution)."""
     project, domain, now = record.project, record.domain, record.created_at
     await repos.specs.put_workflow(project, domain, workflow, now)
     if launch_plan is not None:
@@ -156,10 +161,13 @@ async def write_execution(
         record.concurrency_key = concurrency_key_of(policy, record.inputs, name)
     if not await repos.executions.insert(record):
         return False
-    nodes = [NodeRecord(record.id, n.id, updated_at=now) for n in workflow.nodes]
+    done = {r.node_id: r for r in reused}
+    fresh = [NodeRecord(record.id, n.id, updated_at=now) for n in workflow.nodes]
+    nodes = [done.pop(n.node_id, n) for n in fresh] + list(done.values())
     await repos.nodes.insert_many(nodes)
     event = EventRecord(record.id, record.phase.value, now, reason=record.reason)
-    await repos.events.append([event])
+    marks = [EventRecord(record.id, "REUSED", now, r.node_id, reason=r.reason) for r in reused]
+    await repos.events.append([event, *marks])
     if notifier is not None:
         await notifier.publish(repos.conn, EXECUTIONS_CHANNEL, record.id)
     return True

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from flyteidl.service import admin_pb2_grpc, auth_pb2_grpc, dataproxy_pb2_grpc
@@ -46,11 +47,34 @@ class FlyteListening:
     needs_token: bool
 
 
+def _bind(server: Any, host: str, port: int, fall_forward: int) -> int:
+    """Bind the first free port of port .. port + fall_forward; the port bound."""
+    for candidate in range(port, port + fall_forward + 1):
+        address = f"[{host}]:{candidate}" if ":" in host else f"{host}:{candidate}"
+        try:
+            bound: int = int(server.add_insecure_port(address))
+        except RuntimeError as exc:
+            error = f"{exc}"
+            bound = 0
+        else:
+            error = "the port is taken"
+        if bound:
+            return bound
+    raise InvalidArgumentError(f"cannot listen on {host}:{port} (Flyte gRPC): {error}")
+
+
 @contextlib.asynccontextmanager
 async def flyteadmin_server(
-    sluice: Sluice, host: str, port: int, *, http_url: str, token_required: bool
+    sluice: Sluice,
+    host: str,
+    port: int,
+    *,
+    http_url: str,
+    token_required: bool,
+    fall_forward: int = 0,
 ) -> AsyncIterator[FlyteListening]:
-    """Serve Flyte's gRPC API on host:port for the block (port 0: any free port)."""
+    """Serve Flyte's gRPC API on host:port for the block (port 0: any free port; with
+    `fall_forward`, the next free port of the `fall_forward` after a taken one)."""
     options = [
         ("grpc.max_receive_message_length", MAX_MESSAGE),
         ("grpc.max_send_message_length", MAX_MESSAGE),
@@ -65,13 +89,7 @@ async def flyteadmin_server(
     admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminService(caller, http_url), server)
     dataproxy_pb2_grpc.add_DataProxyServiceServicer_to_server(DataProxy(caller, http_url), server)
     auth_pb2_grpc.add_AuthMetadataServiceServicer_to_server(AuthMetadata(http_url), server)
-    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    try:
-        bound = server.add_insecure_port(address)
-    except RuntimeError as exc:
-        raise InvalidArgumentError(f"cannot listen on {address} (Flyte gRPC): {exc}") from None
-    if bound == 0:
-        raise InvalidArgumentError(f"cannot listen on {address} (Flyte gRPC)")
+    bound = _bind(server, host, port, fall_forward)
     await server.start()
     try:
         shown = f"[{host}]" if ":" in host else host

@@ -17,7 +17,7 @@ from sluice.http import problems
 from sluice.http.api import API_PREFIX, api_router
 from sluice.http.deps import Authorize
 from sluice.http.flyte_routes import flyte_router
-from sluice.http.guard import RefuseControlCharacters
+from sluice.http.guard import LimitBodies, RefuseControlCharacters
 from sluice.http.observe import RequestMetrics, observe_requests, prometheus_route
 from sluice.service import Sluice
 
@@ -41,6 +41,7 @@ def create_app(sluice: Sluice, *, authorize: Authorize) -> FastAPI:
     _mount_ui(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.add_middleware(RefuseControlCharacters)
+    app.add_middleware(LimitBodies, limit=sluice.settings.payloads.max_request_bytes)
     observe_requests(app, RequestMetrics(sluice.runtime.metrics))  # outermost: counts all
     return app
 
@@ -52,9 +53,10 @@ def _mount_ui(app: FastAPI) -> None:
         return
     ui = importlib.import_module("sluice.http.ui")
     app.include_router(ui.ui_router(), include_in_schema=False)
-    mount_static = getattr(ui, "mount_static", None)
-    if mount_static is not None:
-        mount_static(app)
+    for hook in ("mount_static", "install"):
+        found = getattr(ui, hook, None)
+        if found is not None:
+            found(app)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -74,6 +76,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 if int(status) >= 400 and "application/json" in content:
                     content[problems.PROBLEM_JSON] = content.pop("application/json")
         _document_auth(schema)
+        _document_limits(schema, app.state.sluice)
         app.openapi_schema = schema
     return app.openapi_schema
 
@@ -91,3 +94,11 @@ def _document_auth(schema: dict[str, Any]) -> None:
         "description": "`sluice tokens create --project P`; not needed on a loopback server",
     }
     schema["security"] = [{"bearer": []}, {}]
+
+
+def _document_limits(schema: dict[str, Any], sluice: Sluice) -> None:
+    """Limits that come from the server's configuration, stated as the server applies them."""
+    found = schema.get("components", {}).get("schemas", {})
+    quota = found.get("QuotaValue", {}).get("properties", {}).get("quota")
+    if quota is not None:
+        quota["maximum"] = sluice.settings.resources.max_quota

@@ -24,6 +24,8 @@ from sluice.http.problems import Forbidden, Unauthorized
 from sluice.service import Scope, Sluice
 
 COOKIE = "sluice_token"
+LOCAL_USER = "a local user"
+"""Who a caller without a token on a loopback server is, in the audit trail."""
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _NEEDS_TOKEN = (
     "this server needs a token: send 'Authorization: Bearer <token>' "
@@ -43,7 +45,8 @@ def is_loopback(host: str) -> bool:
 
 
 def authorization(sluice: Sluice, *, bind_host: str) -> Authorize:
-    """The authorize function for a server listening on `bind_host`."""
+    """The authorize function for a server listening on `bind_host` (its `needs_token` says
+    whether a request without one is refused)."""
     return token_auth(sluice, required=not is_loopback(bind_host))
 
 
@@ -63,9 +66,15 @@ def token_auth(sluice: Sluice, *, required: bool) -> Authorize:
         if required:
             raise Unauthorized(_NEEDS_TOKEN)
         _require_loopback_host(request)
-        return Scope()
+        return Scope(who=LOCAL_USER)
 
+    authorize.needs_token = required  # type: ignore[attr-defined]
     return authorize
+
+
+def needs_token(authorize: Authorize) -> bool:
+    """Whether this server refuses a request without a token (False on loopback)."""
+    return bool(getattr(authorize, "needs_token", False))
 
 
 def _bearer(header: str) -> str:

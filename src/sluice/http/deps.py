@@ -26,4 +26,6 @@ async def service(request: Request) -> Sluice:
     """The caller's view of the service (a FastAPI dependency)."""
     sluice: Sluice = request.app.state.sluice
     authorize: Authorize = getattr(request.app.state, "authorize", open_scope)
-    return sluice.scoped(await authorize(request))
+    scoped = sluice.scoped(await authorize(request))
+    request.state.sluice = scoped  # the UI's header says who is signed in
+    return scoped

@@ -12,6 +12,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.exposition import generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sluice.http.problems import Forbidden
+
 access_log = logging.getLogger("sluice.http.access")
 _UNMATCHED = "unmatched"
 
@@ -81,7 +83,12 @@ def observe_requests(app: FastAPI, metrics: RequestMetrics) -> None:
 
 def prometheus_route(registry: CollectorRegistry) -> Any:
     async def metrics_page(request: Request) -> Response:
-        await request.app.state.authorize(request)  # metrics name namespaces and projects
+        caller = await request.app.state.authorize(request)
+        if caller.projects is not None:  # metrics name every project's quotas and locks
+            raise Forbidden(
+                "metrics are the whole deployment's: read them unscoped (on loopback, or "
+                "from `sluice serve --metrics-port`), not with a project's token"
+            )
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return metrics_page

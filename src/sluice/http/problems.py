@@ -38,6 +38,8 @@ from sluice.errors import (
     SluiceError,
     StoreError,
 )
+from sluice.service.launch_forms import FormErrors
+from sluice.spec.names import shown
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
@@ -51,6 +53,8 @@ class Problem(BaseModel):
     title: str
     status: int
     detail: str
+    errors: dict[str, str] | None = None
+    """For inputs refused field by field: each bad input's name and what is wrong."""
 
 
 class Unauthorized(Exception):
@@ -73,7 +77,9 @@ _STATUS: list[tuple[type[BaseException], int, str]] = [
     (MissingDependencyError, 503, "unavailable"),  # the server lacks a driver
 ]
 
+BAD_BODY = "the request body is not JSON this server can read (malformed, or nested too deeply)"
 _TITLES = {
+    413: "Content Too Large",
     401: "Unauthorized",
     403: "Forbidden",
     404: "Not Found",
@@ -94,11 +100,16 @@ def _problem(status: int, detail: str, kind: str | None = None) -> Problem:
     )
 
 
-def problem(status: int, detail: str, kind: str | None = None) -> JSONResponse:
-    body = _problem(status, detail, kind)
+def problem(
+    status: int, detail: str, kind: str | None = None, errors: dict[str, str] | None = None
+) -> JSONResponse:
+    body = _problem(status, detail, kind).model_copy(update={"errors": errors})
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(
-        body.model_dump(), status_code=status, media_type=PROBLEM_JSON, headers=headers
+        body.model_dump(exclude_none=True),
+        status_code=status,
+        media_type=PROBLEM_JSON,
+        headers=headers,
     )
 
 
@@ -106,7 +117,10 @@ def problem_body(exc: Exception) -> Problem:
     """The problem an expected error (a SluiceError, Unauthorized, Forbidden) is."""
     for kind, status, name in _STATUS:
         if isinstance(exc, kind):
-            return _problem(status, str(exc), name)
+            found = _problem(status, str(exc), name)
+            if isinstance(exc, FormErrors):
+                found = found.model_copy(update={"errors": exc.fields})
+            return found
     return _problem(422, str(exc), "invalid-argument")  # any other SluiceError: bad input
 
 
@@ -114,7 +128,7 @@ def _known(_: Request, exc: Exception) -> JSONResponse:
     if not isinstance(exc, SluiceError | Unauthorized | Forbidden):
         return _unexpected(_, exc)
     body = problem_body(exc)
-    return problem(body.status, body.detail, body.type.removeprefix(_TYPES))
+    return problem(body.status, body.detail, body.type.removeprefix(_TYPES), body.errors)
 
 
 def _unexpected(_: Request, exc: Exception) -> JSONResponse:
@@ -122,8 +136,12 @@ def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     return problem(500, "the server failed to handle this request; see its log", "internal")
 
 
-def _http(_: Request, exc: Exception) -> JSONResponse:
+def http_problem(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 400:  # FastAPI could not read the body: a bad value, as any other
+        return problem(422, BAD_BODY, "invalid-argument")
+    if exc.status_code == 413:
+        return problem(413, str(exc.detail), "too-large")
     return problem(exc.status_code, str(exc.detail))
 
 
@@ -137,14 +155,16 @@ def _validation_detail(errors: Any) -> str:
     parts = []
     for error in errors:
         where = ".".join(str(p) for p in error.get("loc", ()))
-        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+        given = error.get("input")
+        got = "" if given is None or isinstance(given, dict) else f", got {shown(given)}"
+        parts.append(f"{where}: {error.get('msg', 'invalid')}{got}")
     return "; ".join(parts) or "invalid request"
 
 
 def install(app: FastAPI) -> None:
     """Route every error through one of the handlers above."""
     app.add_exception_handler(RequestValidationError, _validation)
-    app.add_exception_handler(HTTPException, _http)
+    app.add_exception_handler(HTTPException, http_problem)
     for kind in (SluiceError, Unauthorized, Forbidden):
         app.add_exception_handler(kind, _known)
     app.add_exception_handler(Exception, _unexpected)
@@ -152,6 +172,6 @@ def install(app: FastAPI) -> None:
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": Problem, "description": _TITLES[status]}
-    for status in (401, 403, 404, 422, 503)
+    for status in (401, 403, 404, 413, 422, 503)
 }
 """Documented on every API route, so clients and the schema tests know the error shape."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -44,6 +45,28 @@ class Listening:
     url: str
     """The base URL, e.g. http://127.0.0.1:8080 (the port the OS chose when asked for 0)."""
     needs_token: bool
+    taken: int | None = None
+    """The port asked for, when it was taken and the server fell forward to another."""
+
+
+FALL_FORWARD = 20
+"""Ports after the default one tried when it is taken (a second `sluice serve` on a host)."""
+
+
+def listen(host: str, port: int, *, fall_forward: int = 0) -> socket.socket:
+    """Bind `port`, or with `fall_forward` the first free one of the next ports: two servers
+    on one host with the default port both start (the second says where it listens)."""
+    last = min(port + fall_forward, 65535)
+    for candidate in range(port, last):
+        try:
+            return _listen(host, candidate)
+        except PortTakenError:
+            continue
+    return _listen(host, last)
+
+
+class PortTakenError(InvalidArgumentError):
+    """The port is in use (by another server)."""
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -59,6 +82,11 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.bind(address)
     except OSError as exc:
         sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortTakenError(
+                f"cannot listen on {host}:{port}: the port is in use (another sluice serve?); "
+                "choose another with --port, or leave --port out to take the next free one"
+            ) from None
         raise InvalidArgumentError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     return sock
 
@@ -69,10 +97,13 @@ def _url(host: str, sock: socket.socket) -> str:
 
 
 @contextlib.asynccontextmanager
-async def http_server(sluice: Sluice, host: str, port: int) -> AsyncIterator[Listening]:
-    """Serve the API (and UI) of `sluice` on host:port for the block. Listening on anything
-    but loopback, every request needs a token (see auth.py)."""
-    sock = _listen(host, port)
+async def http_server(
+    sluice: Sluice, host: str, port: int, *, fall_forward: int = 0
+) -> AsyncIterator[Listening]:
+    """Serve the API (and UI) of `sluice` on host:port (or, with `fall_forward`, the next
+    free port) for the block. Listening on anything but loopback, every request needs a token
+    (see auth.py)."""
+    sock = listen(host, port, fall_forward=fall_forward)
     app = create_app(sluice, authorize=authorization(sluice, bind_host=host))
     config = uvicorn.Config(
         app,
@@ -89,7 +120,9 @@ async def http_server(sluice: Sluice, host: str, port: int) -> AsyncIterator[Lis
         started.cancel()
         if serving.done():
             serving.result()  # its error, if it failed to start
-        yield Listening(_url(host, sock), needs_token=not is_loopback(host))
+        bound = sock.getsockname()[1]
+        taken = port if port and bound != port else None
+        yield Listening(_url(host, sock), needs_token=not is_loopback(host), taken=taken)
     finally:
         server.should_exit = True
         await serving

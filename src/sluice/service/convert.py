@@ -8,14 +8,12 @@ from typing import Any
 from sluice.plugins.core.phase import Phase
 from sluice.resources.models import NamespaceSnapshot
 from sluice.service import models as m
+from sluice.service.attempts import attempts as attempt_views
 from sluice.spec.compound import ShownNode
-from sluice.spec.gates import SIGNALED_EVENT
 from sluice.spec.models import NodeSpec, WorkflowSpec
 from sluice.spec.phases import NodePhase
 from sluice.spec.validate import dependencies
 from sluice.store.records import EventRecord, ExecutionRecord, LaunchPlanRecord, NodeRecord
-
-_TERMINAL_TASK_PHASES = {p.name for p in Phase if p.is_terminal()}
 
 
 def _utc(timestamp: float) -> Any:
@@ -71,6 +69,8 @@ def execution(
         error=record.error,
         nodes=list(nodes),
         events=[event(e) for e in events],
+        relaunch_of=record.options.get("relaunch_of"),
+        retry_of=record.options.get("retry_of"),
     )
 
 
@@ -113,35 +113,7 @@ def node_execution(
         started_at=m.utc(node.started_at),
         ended_at=m.utc(node.ended_at),
         updated_at=m.utc(node.updated_at) if node.updated_at else None,
-        attempts=attempts(node, events, log_bytes or {}),
-    )
-
-
-def attempts(
-    node: NodeRecord, events: Iterable[EventRecord], log_bytes: Mapping[int, int]
-) -> list[m.Attempt]:
-    """Each attempt of a node, from its events: when it first ran (or was first reported),
-    when it reached a terminal task phase, the last phase, reason and error."""
-    by_attempt: dict[int, list[EventRecord]] = {}
-    for e in events:
-        if e.node_id == node.node_id and e.phase != SIGNALED_EVENT:  # a gate's answer
-            by_attempt.setdefault(e.attempt, []).append(e)
-    return [_attempt(n, seen, log_bytes.get(n)) for n, seen in sorted(by_attempt.items())]
-
-
-def _attempt(number: int, seen: list[EventRecord], log_bytes: int | None) -> m.Attempt:
-    started = next((e for e in seen if e.phase == Phase.RUNNING.name), seen[0])
-    last = seen[-1]
-    ended = last.occurred_at if last.phase in _TERMINAL_TASK_PHASES else None
-    failed = next((e for e in reversed(seen) if e.info), None)
-    return m.Attempt(
-        attempt=number + 1,
-        phase=last.phase,
-        started_at=m.utc(started.occurred_at),
-        ended_at=m.utc(ended),
-        reason=last.reason,
-        error=failed.info if failed else None,
-        log_bytes=log_bytes,
+        attempts=attempt_views(node, events, log_bytes or {}),
     )
 
 
@@ -211,6 +183,7 @@ def quota(snapshot: NamespaceSnapshot) -> m.Quota:
                 priority=w.priority,
                 since=_utc(w.since),
                 blocking_scope=w.blocking_scope,
+                held_back_by=m.held_back_by(w.blocking_scope, snapshot.in_use, snapshot.quota),
             )
             for w in snapshot.waiters
         ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +19,7 @@ from sluice.service import models as m
 from sluice.spec.compound import ShownNode, node_order
 from sluice.spec.phases import ExecutionPhase
 from sluice.store.records import EventRecord, ExecutionRecord
+from sluice.store.repositories import ExecutionListing
 from sluice.store.store import Repos
 
 MATCHES_SHOWN = 10
@@ -34,6 +36,21 @@ class ExecutionFilter:
     launch_plan: str | None = None
     created_after: datetime | None = None
     created_before: datetime | None = None
+    launch_plan_prefix: str | None = None
+    text: str | None = None
+    """An id prefix, or part of the workflow's or launch plan's name or of the inputs."""
+
+    def listing(self) -> ExecutionListing:
+        return ExecutionListing(
+            phases=self.phases,
+            projects=self.projects,
+            domain=self.domain,
+            launch_plan=self.launch_plan,
+            launch_plan_prefix=self.launch_plan_prefix,
+            created_after=self.created_after.timestamp() if self.created_after else None,
+            created_before=self.created_before.timestamp() if self.created_before else None,
+            text=self.text,
+        )
 
 
 def parse_phases(values: Collection[str]) -> list[ExecutionPhase] | None:
@@ -47,14 +64,28 @@ def parse_phases(values: Collection[str]) -> list[ExecutionPhase] | None:
         raise InvalidArgumentError(f"phase {tuple(values)!r}: phases are {names}") from None
 
 
-def encode_cursor(record: ExecutionRecord) -> str:
-    return base64.urlsafe_b64encode(f"{record.created_at!r}|{record.id}".encode()).decode()
+OLDER, NEWER = "o", "n"
+"""A cursor's direction: the page after (older than) or before (newer than) its row."""
 
 
-def decode_cursor(cursor: str) -> tuple[float, str]:
+def encode_cursor(record: ExecutionRecord, direction: str = OLDER) -> str:
+    text = f"{direction}|{record.created_at!r}|{record.id}"
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[str, float, str]:
+    """(direction, created_at, id); a cursor of an older server (no direction) reads older."""
     try:
-        at, _, execution_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return float(at), execution_id
+        parts = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+        if len(parts) == 2:
+            parts.insert(0, OLDER)
+        direction, at, execution_id = parts
+        if direction not in (OLDER, NEWER) or not execution_id:
+            raise ValueError(direction)
+        created = float(at)
+        if not math.isfinite(created):
+            raise ValueError(at)
+        return direction, created, execution_id
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise InvalidArgumentError(f"cursor {cursor!r} is not one this server gave") from None
 
@@ -62,23 +93,26 @@ def decode_cursor(cursor: str) -> tuple[float, str]:
 async def page(
     repos: Repos, where: ExecutionFilter, limit: int, cursor: str | None, now: float
 ) -> m.Page[m.ExecutionSummary]:
-    """Newest first; the next page starts after this one's last execution."""
-    records = await repos.executions.page(
-        phases=where.phases,
-        projects=where.projects,
-        domain=where.domain,
-        launch_plan=where.launch_plan,
-        created_after=where.created_after.timestamp() if where.created_after else None,
-        created_before=where.created_before.timestamp() if where.created_before else None,
-        before=decode_cursor(cursor) if cursor else None,
-        limit=limit + 1,
-    )
-    more = len(records) > limit
-    records = records[:limit]
+    """Newest first, `limit` at a time: `next_cursor` pages on to older executions,
+    `prev_cursor` back to newer ones; `total` counts every execution the filter selects."""
+    listing = where.listing()
+    direction, at, execution_id = decode_cursor(cursor) if cursor else (OLDER, 0.0, "")
+    key = (at, execution_id) if cursor else None
+    if direction == NEWER:
+        records = await repos.executions.listing_page(listing, newer_than=key, limit=limit + 1)
+        newer, records = len(records) > limit, records[-limit:]
+        older = True
+    else:
+        records = await repos.executions.listing_page(listing, older_than=key, limit=limit + 1)
+        older, records = len(records) > limit, records[:limit]
+        newer = cursor is not None
     positions = await pending_positions(repos, records)
     items = [convert.execution_summary(r, now, positions.get(r.id)) for r in records]
     return m.Page[m.ExecutionSummary](
-        items=items, next_cursor=encode_cursor(records[-1]) if more else None
+        items=items,
+        next_cursor=encode_cursor(records[-1]) if older and records else None,
+        prev_cursor=encode_cursor(records[0], NEWER) if newer and records else None,
+        total=await repos.executions.count(listing),
     )
 
 

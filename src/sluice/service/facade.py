@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,6 @@ from sluice.errors import (
     InvalidArgumentError,
     InvalidQuotaError,
     NotFoundError,
-    PermissionDeniedError,
     StoreGoneError,
 )
 from sluice.executions.launch import request_abort
@@ -28,12 +28,13 @@ from sluice.executions.launch_plans import LaunchPlanService
 from sluice.executions.policies import launch_plan_spec
 from sluice.executions.schedules import next_firing
 from sluice.runtime import Runtime
-from sluice.service import convert, inventory, launching, serving, visibility
+from sluice.service import convert, inventory, launching, payloads, serving, visibility, waits
 from sluice.service import executions as ex
 from sluice.service import logs as task_logs
 from sluice.service import models as m
 from sluice.service.backfills import Backfills
 from sluice.service.inputs import Inputs
+from sluice.service.launch_verbs import Launching
 from sluice.service.local import (
     LocalRun,
     drive_here,
@@ -45,7 +46,7 @@ from sluice.service.requests import RunRequest, Scope
 from sluice.service.signals import signal_gate
 from sluice.service.targets import launch_plan_of
 from sluice.service.tokens import Tokens
-from sluice.spec.names import check_entity_name, check_scope_name
+from sluice.spec.names import check_entity_name
 from sluice.spec.phases import ExecutionPhase
 from sluice.spec.values import MAX_LIST_LIMIT, check_count
 from sluice.store.records import ExecutionRecord, LaunchPlanRecord
@@ -56,13 +57,11 @@ if TYPE_CHECKING:
     from sluice.service.flyte import FlyteAdmin
 
 _NEXT_FIRINGS = 5
+MAX_BULK = 500
+"""Executions one bulk abort may name."""
 
 
-class Sluice:
-    def __init__(self, runtime: Runtime, scope: Scope | None = None) -> None:
-        self.runtime = runtime
-        self.scope = scope or Scope()
-
+class Sluice(Launching):
     @classmethod
     async def open(
         cls, settings: Settings, *, role: str = "cli", clock: Clock | None = None
@@ -82,13 +81,6 @@ class Sluice:
     async def __aexit__(self, *_: object) -> None:
         await self.close()
 
-    @property
-    def settings(self) -> Settings:
-        return self.runtime.settings
-
-    def now(self) -> float:
-        return self.runtime.clock.now()
-
     # Executions: read.
     async def executions(
         self, where: ex.ExecutionFilter | None = None, *, limit: int = 50, cursor: str | None = None
@@ -99,12 +91,36 @@ class Sluice:
         async with self.runtime.store.read() as repos:
             return await ex.page(repos, where, limit, cursor, self.now())
 
-    async def execution(self, execution_id: str, *, events: bool = False) -> m.Execution:
-        """One execution (by id or unique prefix) with its nodes and their attempts."""
+    async def execution(
+        self, execution_id: str, *, events: bool = False, whole: bool = True
+    ) -> m.Execution:
+        """One execution (by id or unique prefix) with its nodes and their attempts; without
+        `whole`, big inputs and outputs cut (`truncated` says which), as pages and the HTTP
+        API show them."""
         async with self.runtime.store.read() as repos:
             record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
             found = await ex.detail(repos, record, self.now(), with_events=events)
-        return await inventory.with_waits(self.runtime, found)
+        found = await waits.with_waits(self.runtime, found)
+        if whole:
+            return found
+        return payloads.clipped(found, self.settings.payloads.shown_value_chars)
+
+    async def value(
+        self, execution_id: str, side: str, node_id: str | None = None
+    ) -> dict[str, Any] | None:
+        """The whole inputs or outputs (`side`) of an execution, or of one of its nodes."""
+        if side not in payloads.SIDES:
+            raise InvalidArgumentError(f"a value is inputs or outputs, got {side!r}")
+        async with self.runtime.store.read() as repos:
+            record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
+            if node_id is None:
+                whole: dict[str, Any] | None = getattr(record, side)
+                return whole
+            node = await repos.nodes.get(record.id, node_id)
+        if node is None:
+            raise NotFoundError(f"execution {record.id} has no node {node_id!r}")
+        found: dict[str, Any] | None = getattr(node, side)
+        return found
 
     async def events(self, execution_id: str, after: int = 0) -> list[m.Event]:
         """Events of one execution after the event id `after`, oldest first."""
@@ -196,14 +212,7 @@ class Sluice:
         wanted = self.scope.projects
         if where.projects is not None:
             wanted = wanted & frozenset(where.projects)
-        return ex.ExecutionFilter(
-            phases=where.phases,
-            projects=wanted,
-            domain=where.domain,
-            launch_plan=where.launch_plan,
-            created_after=where.created_after,
-            created_before=where.created_before,
-        )
+        return dataclasses.replace(where, projects=wanted)
 
     # Executions: write.
     @contextlib.asynccontextmanager
@@ -258,21 +267,22 @@ class Sluice:
     async def abort(
         self,
         execution_id: str,
-        reason: str = "aborted by user",
+        reason: str | None = None,
         *,
         wait: bool = True,
         within: float = 60.0,
     ) -> m.ExecutionSummary:
         """Abort an execution (every active task is aborted and finalized). With `wait`,
         return once it is terminal, whichever process drives it, or after `within` s: with no
-        live owner, an engine here takes it over once its lease runs out."""
+        live owner, an engine here takes it over once its lease runs out. The reason says
+        who asked, for a caller the server knows (a token's name, a local user)."""
         if not within > 0:
             raise InvalidArgumentError(f"timeout {within}: must be a positive number of seconds")
         record = await self._get(execution_id)
         self._may_write(record.project)
         runtime = self.runtime
         record = await request_abort(
-            runtime.store, runtime.notifier, runtime.clock, record.id, reason
+            runtime.store, runtime.notifier, runtime.clock, record.id, self._audited(reason)
         )
         if wait and not record.phase.is_terminal:
             engine = await runtime.engine(only=[record.id])
@@ -295,14 +305,30 @@ class Sluice:
             )
         return convert.event(event)
 
-    async def _get(self, execution_id: str) -> ExecutionRecord:
-        async with self.runtime.store.read() as repos:
-            return await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
+    async def abort_many(
+        self, execution_ids: Collection[str], reason: str | None = None
+    ) -> list[m.ExecutionSummary]:
+        """Ask for the abort of each execution (none is asked before all are found and may
+        be written), returning at once; those already ended are left as they are."""
+        if not execution_ids or len(execution_ids) > MAX_BULK:
+            raise InvalidArgumentError(
+                f"abort 1 to {MAX_BULK} executions, got {len(execution_ids)}"
+            )
+        records = [await self._get(i) for i in execution_ids]
+        for record in records:
+            self._may_write(record.project)
+        return [await self.abort(r.id, reason, wait=False) for r in records]
 
-    async def _summary(self, record: ExecutionRecord) -> m.ExecutionSummary:
-        async with self.runtime.store.read() as repos:
-            positions = await ex.pending_positions(repos, [record])
-        return convert.execution_summary(record, self.now(), positions.get(record.id))
+    def _audited(self, reason: str | None) -> str:
+        if not self.scope.who:
+            return reason or "aborted by user"
+        return f"{reason or 'aborted'} by {self.scope.who}"
+
+    def whoami(self) -> m.Caller:
+        """Who the caller is and what it may do."""
+        scope = self.scope
+        projects = sorted(scope.projects) if scope.projects is not None else None
+        return m.Caller(who=scope.who, projects=projects, read_only=scope.read_only)
 
     # Launch plans.
     async def register_launch_plan(self, plan: Any, *, activate: bool = False) -> m.LaunchPlan:
@@ -400,7 +426,7 @@ class Sluice:
         check_count(f"quota of {namespace!r}", value, InvalidQuotaError, low=1)
         await self.runtime.resources.start()
         await self.runtime.resources.set_quota(namespace, value)
-        return (await inventory.quotas(self.runtime, namespace))[0]
+        return await inventory.quota(self.runtime, namespace)
 
     async def locks(self) -> list[m.Lock]:
         found = await inventory.locks(self.runtime)
@@ -499,41 +525,3 @@ class Sluice:
     async def readiness(self) -> m.Health:
         """Whether the store answers a query now (ok False, with the reason, if not)."""
         return await inventory.readiness(self.runtime)
-
-    # Scope.
-    @property
-    def _seen(self) -> frozenset[str] | None:
-        """The projects whose holders, waiters and entries this caller sees (None: all)."""
-        return self.scope.projects
-
-    def _project_domain(self, project: str | None, domain: str | None) -> tuple[str, str]:
-        project = project or self._default_project()
-        domain = domain or self.settings.domain
-        check_scope_name("project", project)
-        check_scope_name("domain", domain)
-        return project, domain
-
-    def _default_project(self) -> str:
-        """A caller limited to one project works in it unless it names another; others in
-        the configured project."""
-        projects = self.scope.projects
-        if projects is not None and len(projects) == 1:
-            return next(iter(projects))
-        return self.settings.project
-
-    def _may_read(self, project: str) -> None:
-        if not self.scope.sees(project):
-            raise NotFoundError(f"project {project!r} does not exist")
-
-    def _may_write(self, project: str | None) -> None:
-        """Writes need a writing scope; one naming a project needs that project (a global
-        write, such as a quota, needs an unscoped caller)."""
-        if self.scope.read_only:
-            raise PermissionDeniedError("this token is read-only")
-        if project is None:
-            if self.scope.projects is not None:
-                raise PermissionDeniedError(
-                    "only an unscoped caller may change deployment settings"
-                )
-            return
-        self._may_read(project)

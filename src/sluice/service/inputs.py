@@ -23,7 +23,7 @@ def _loads(text: str) -> Any:
     return json.loads(text, parse_constant=_refuse_constant)
 
 
-def _scalar(kind: str, text: str, name: str) -> Any:
+def parse_scalar(kind: str, text: str, name: str) -> Any:
     try:
         if kind == "int":
             return int(text)
@@ -70,7 +70,7 @@ def parse_inputs(
         kind = (
             declared.type.args[0].kind if declared.type.kind == "optional" else declared.type.kind
         )
-        values[name] = _scalar(kind, text, name)
+        values[name] = parse_scalar(kind, text, name)
     return values
 
 

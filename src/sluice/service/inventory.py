@@ -11,7 +11,6 @@ from sluice.errors import InvalidArgumentError, NotFoundError, StoreError
 from sluice.plugins.builtin import builtin_entries
 from sluice.plugins.core.phase import Phase
 from sluice.resources import NamespaceSnapshot
-from sluice.resources.models import WaiterInfo
 from sluice.service import convert
 from sluice.service import models as m
 from sluice.service.local import controller_live
@@ -43,6 +42,16 @@ def check_quota_namespace(namespace: str) -> None:
     check_namespace_name(namespace)
 
 
+async def quota(runtime: Runtime, namespace: str) -> m.Quota:
+    """One namespace as it is now: a quota's, or a lock's (`lock:<name>`) capacity."""
+    await runtime.resources.start()
+    snapshots = await runtime.resources.describe(namespace)
+    found = [s for s in snapshots if s.namespace == namespace]
+    if not found:
+        raise NotFoundError(f"namespace {namespace!r} is not known to the resource manager")
+    return convert.quota(found[0])
+
+
 async def quotas(runtime: Runtime, namespace: str | None) -> list[m.Quota]:
     await runtime.resources.start()
     snapshots = await runtime.resources.describe(namespace)
@@ -64,33 +73,6 @@ async def locks(runtime: Runtime) -> list[m.Lock]:
         _lock(name, snapshots.get(name), waiting.get(name, []))
         for name in sorted(set(snapshots) | set(waiting))
     ]
-
-
-async def with_waits(runtime: Runtime, execution: m.Execution) -> m.Execution:
-    """The execution with each node that waits for resources given its waits as they are
-    now: namespace, use, holders and its position (one read of the resource manager)."""
-    waiting = {n.node for n in execution.nodes if n.task_phase == "WAITING_FOR_RESOURCES"}
-    if not waiting:
-        return execution
-    await runtime.resources.start()
-    waits: dict[str, list[m.Wait]] = {}
-    for snapshot in await runtime.resources.describe():
-        for w in snapshot.waiters:
-            if w.execution_id == execution.id and w.node_id in waiting:
-                waits.setdefault(w.node_id, []).append(_wait(snapshot, w.position, w))
-    nodes = [n.model_copy(update={"waiting_for": waits.get(n.node, [])}) for n in execution.nodes]
-    return execution.model_copy(update={"nodes": nodes})
-
-
-def _wait(snapshot: NamespaceSnapshot, position: int, waiter: WaiterInfo) -> m.Wait:
-    return m.Wait(
-        namespace=snapshot.namespace,
-        in_use=snapshot.in_use,
-        quota=snapshot.quota,
-        holders=[f"{h.execution_id}/{h.node_id}" for h in snapshot.holders],
-        position=position,
-        blocking_scope=waiter.blocking_scope,
-    )
 
 
 def _waiting_by_lock(nodes: list[NodeRecord]) -> dict[str, list[NodeRecord]]:

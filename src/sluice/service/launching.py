@@ -8,13 +8,12 @@ from typing import TypedDict
 from sluice.executions.launch import merge_inputs
 from sluice.executions.launch_plans import LaunchPlanService
 from sluice.runtime import Runtime
+from sluice.service import payloads
+from sluice.service.base import DECISION_WAIT
 from sluice.service.inputs import Inputs, resolve_inputs
 from sluice.service.local import await_decision, controller_only, drive_here, until_terminal
 from sluice.spec.names import check_entity_name
 from sluice.store.records import ExecutionRecord
-
-DECISION_WAIT = 15.0
-"""Seconds `create` waits for the controller's decision about a new execution."""
 
 
 class CreateOptions(TypedDict, total=False):
@@ -42,6 +41,7 @@ async def create(
     spec, workflow = await launch_plans.active(launch_plan)
     values = resolve_inputs(workflow, inputs)
     merge_inputs(workflow, values, spec)  # every input error before anything is written
+    payloads.check_inputs_size(values, runtime.settings.payloads.max_inputs_bytes)
     project, domain = launch_plans.project, launch_plans.domain
     if idempotency_key is None:
         record = await runtime.launch_spec(workflow, spec, values, project=project, domain=domain)

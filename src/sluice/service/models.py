@@ -25,10 +25,14 @@ class View(BaseModel):
 
 
 class Page(View, Generic[T]):
-    """One page of a listing; `next_cursor` fetches the next one (None: this is the last)."""
+    """One page of a listing; `next_cursor` fetches the next one (None: this is the last),
+    `prev_cursor` the one before (None: this is the first)."""
 
     items: list[T]
     next_cursor: str | None = None
+    prev_cursor: str | None = None
+    total: int | None = None
+    """How many items the listing's filters select, on every page."""
 
 
 class ExecutionSummary(View):
@@ -67,14 +71,27 @@ class Launched(View):
 
 
 class Attempt(View):
+    """One attempt of a node, from service/attempts.py: never its last event (a claim's
+    RELEASED comes after the task's end), always its own start, end, phase and error."""
+
     attempt: int
     """1 for the first attempt."""
     phase: str
-    """The last task phase recorded for the attempt."""
+    """How the attempt ended (SUCCESS, RETRYABLE_FAILURE, PERMANENT_FAILURE, ABORTED), or the
+    task phase it is in now while it is live: always a task phase, never a claim event."""
+    first_seen_at: datetime | None = None
+    """When the attempt was first reported (waiting for quotas, locks or the cache included)."""
     started_at: datetime | None = None
+    """When its task started (after its waits); None if it never did."""
     ended_at: datetime | None = None
+    """None while it is live (or if it never reported an end)."""
+    duration: float | None = None
+    """Seconds from start to end; None while it runs or if it never started."""
     reason: str = ""
     error: dict[str, Any] | None = None
+    """The failure of a failed attempt (code, message, kind); None otherwise."""
+    live: bool = False
+    """The node's current attempt, not ended yet."""
     log_bytes: int | None = None
     """Bytes of log stored for the attempt; None when no log was kept."""
 
@@ -92,16 +109,27 @@ class Event(View):
     info: dict[str, Any] | None = None
 
 
-_BLOCKED_BY = {
-    "project": ", blocked by the project's cap",
-    "namespace": ", blocked by the project/domain cap",
-    "other": ", blocked by another namespace of its claim",
+_HELD_BACK_BY = {
+    "project": "the project's cap on this quota",
+    "namespace": "the project/domain cap on this quota",
+    "other": "another quota or lock of the same claim",
 }
-"""What holds a waiter back besides the quota itself ("global" or "")."""
+
+
+def held_back_by(scope: str, in_use: int = 0, quota: int | None = None) -> str:
+    """What keeps a waiter waiting, in words: the resource manager's blocking scope
+    (`global`, `project`, `namespace`, `other`, or "" for an older record) read out."""
+    if scope in _HELD_BACK_BY:
+        return _HELD_BACK_BY[scope]
+    if quota is not None and in_use < quota:
+        return "older claims go first"
+    return "every unit is in use"
 
 
 class Wait(View):
-    """A quota or lock a node waits for, as it is now (not as it was when last refused)."""
+    """A quota a node waits for, as it is now (not as it was when last refused). Its
+    position comes from the resource manager's snapshot of the namespace, the one ranking
+    every surface shows (service/waits.py)."""
 
     namespace: str
     in_use: int
@@ -109,17 +137,24 @@ class Wait(View):
     holders: list[str]
     """`execution/node` of each holder."""
     position: int
+    """1 for the next waiter to be granted."""
     blocking_scope: str = ""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def held_back_by(self) -> str:
+        return held_back_by(self.blocking_scope, self.in_use, self.quota)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def text(self) -> str:
         """`waiting for warehouse: 2/2 in use (held by x1/extract, x2/load), position 3`."""
         held = f" (held by {', '.join(self.holders)})" if self.holders else ""
-        scope = _BLOCKED_BY.get(self.blocking_scope, "")
+        scope = self.blocking_scope
+        why = f", held back by {self.held_back_by}" if scope in _HELD_BACK_BY else ""
         return (
             f"waiting for {self.namespace}: {self.in_use}/{self.quota} in use{held}, "
-            f"position {self.position}{scope}"
+            f"position {self.position}{why}"
         )
 
 
@@ -148,6 +183,9 @@ class NodeExecution(View):
     waiting_for: list[Wait] = []
     """While the node waits for quotas or locks: each one, with its holders and the node's
     position now (the stored `reason` says what it was when last refused)."""
+    truncated: list[str] = []
+    """Which of inputs, outputs and error were cut for this view (`payloads.shown_value_chars`):
+    GET .../nodes/{node}/values/{inputs|outputs} has the whole value."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -162,6 +200,13 @@ class Execution(ExecutionSummary):
     error: dict[str, Any] | None = None
     nodes: list[NodeExecution] = []
     events: list[Event] = []
+    truncated: list[str] = []
+    """Which of inputs, outputs and error were cut for this view: GET .../values/{inputs|outputs}
+    has the whole value."""
+    relaunch_of: str | None = None
+    """The execution this one relaunched (same inputs, maybe edited)."""
+    retry_of: str | None = None
+    """The failed execution this one retries from its failed nodes (the others reused)."""
 
 
 class LaunchPlan(View):
@@ -204,7 +249,10 @@ class Waiter(View):
     priority: int
     since: datetime
     blocking_scope: str = ""
-    """Which cap holds it back (project, domain), or "" for older claims / the quota."""
+    """The resource manager's word for what holds it back: global (the quota), project or
+    namespace (a cap), other (another namespace of its claim)."""
+    held_back_by: str = ""
+    """The same in words, for people."""
 
 
 class Quota(View):
@@ -293,3 +341,71 @@ class Health(View):
     database: str
     schema_revision: str | None = None
     detail: str = ""
+
+
+class Caller(View):
+    """Who is calling, as the server knows it."""
+
+    who: str
+    """`token ci (1a2b...)`, `a local user`, or "" for the server's own process."""
+    projects: list[str] | None
+    """The projects it may see; None: all of them."""
+    read_only: bool
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def may_write(self) -> bool:
+        return not self.read_only
+
+
+class Version(View):
+    version: str
+    registered_at: datetime
+
+
+class CatalogueEntry(View):
+    """A workflow or a task of a project/domain with its versions, newest first."""
+
+    name: str
+    versions: list[Version]
+
+
+class Catalogue(View):
+    project: str
+    domain: str
+    workflows: list[CatalogueEntry]
+    tasks: list[CatalogueEntry]
+
+
+class TaskView(View):
+    name: str
+    version: str
+    type: str
+    inputs: dict[str, str]
+    """Name -> declared type."""
+    outputs: dict[str, str]
+    retries: int
+    timeout: float | None = None
+    cache: str
+    """"off", or "version 1" (", serialized")."""
+    quotas: list[str] = []
+    """`namespace` or `namespace x units`."""
+    locks: list[str] = []
+    """Lock name templates (or the function computing them)."""
+
+
+class WorkflowView(View):
+    project: str
+    domain: str
+    name: str
+    version: str
+    versions: list[Version]
+    inputs: dict[str, str]
+    """Name -> declared type."""
+    defaults: dict[str, Any] = {}
+    outputs: dict[str, str]
+    nodes: list[NodeExecution]
+    """The graph: each node with the task it runs and what it depends on (nothing run)."""
+    tasks: list[TaskView]
+    launch_plans: list[str] = []
+    """Launch plan names whose versions run this workflow."""

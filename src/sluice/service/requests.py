@@ -18,6 +18,9 @@ class Scope:
 
     projects: frozenset[str] | None = None
     read_only: bool = False
+    who: str = ""
+    """Who the caller is, for the audit trail: `token ci (1a2b...)`, `a local user`; "" for
+    the process's own caller (the CLI)."""
 
     def sees(self, project: str) -> bool:
         return self.projects is None or project in self.projects

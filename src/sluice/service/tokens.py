@@ -123,7 +123,8 @@ class Tokens:
             return None
         if not hmac.compare_digest(_digest(parts[1]), record.secret_hash):
             return None
-        return Scope(projects=frozenset(record.projects), read_only=record.read_only)
+        who = f"token {record.name} ({record.id})" if record.name else f"token {record.id}"
+        return Scope(projects=frozenset(record.projects), read_only=record.read_only, who=who)
 
     def _admin(self) -> None:
         if self.scope.projects is not None or self.scope.read_only:

@@ -50,6 +50,57 @@ def _node(row: sa.Row[Any]) -> NodeRecord:
     return NodeRecord(**values)
 
 
+@dataclasses.dataclass(frozen=True)
+class ExecutionListing:
+    """What a listing of executions narrows by (every field optional): read by
+    `ExecutionRepository.listing_page` and `count`."""
+
+    phases: Collection[ExecutionPhase] | None = None
+    projects: Collection[str] | None = None
+    domain: str | None = None
+    launch_plan: str | None = None
+    launch_plan_prefix: str | None = None
+    created_after: float | None = None
+    created_before: float | None = None
+    text: str | None = None
+    """Case-insensitive: an id prefix, or part of the workflow, the launch plan or the inputs'
+    JSON text."""
+
+
+def _like(text: str, *, prefix: bool = False) -> str:
+    escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"{escaped}%" if prefix else f"%{escaped}%"
+
+
+def _listing_conditions(t: sa.Table, where: ExecutionListing) -> list[sa.ColumnElement[bool]]:
+    found: list[sa.ColumnElement[bool]] = []
+    if where.phases is not None:
+        found.append(t.c.phase.in_([p.value for p in where.phases]))
+    if where.projects is not None:
+        found.append(t.c.project.in_(list(where.projects)))
+    for column, value in ((t.c.domain, where.domain), (t.c.launch_plan, where.launch_plan)):
+        if value is not None:
+            found.append(column == value)
+    if where.launch_plan_prefix:
+        prefix = _like(where.launch_plan_prefix, prefix=True)
+        found.append(sa.func.lower(t.c.launch_plan).like(prefix, escape="\\"))
+    if where.created_after is not None:
+        found.append(t.c.created_at >= where.created_after)
+    if where.created_before is not None:
+        found.append(t.c.created_at < where.created_before)
+    if where.text:
+        anywhere = _like(where.text)
+        found.append(
+            sa.or_(
+                t.c.id.like(_like(where.text, prefix=True), escape="\\"),
+                sa.func.lower(t.c.workflow_name).like(anywhere, escape="\\"),
+                sa.func.lower(sa.func.coalesce(t.c.launch_plan, "")).like(anywhere, escape="\\"),
+                sa.func.lower(sa.cast(t.c.inputs, sa.Text)).like(anywhere, escape="\\"),
+            )
+        )
+    return found
+
+
 class ExecutionRepository:
     def __init__(self, conn: AsyncConnection) -> None:
         self._conn = conn
@@ -127,6 +178,41 @@ class ExecutionRepository:
             )
         query = query.order_by(t.c.created_at.desc(), t.c.id.desc()).limit(limit)
         return [_execution(row) for row in await self._conn.execute(query)]
+
+    async def listing_page(
+        self,
+        where: ExecutionListing,
+        *,
+        older_than: tuple[float, str] | None = None,
+        newer_than: tuple[float, str] | None = None,
+        limit: int = 100,
+    ) -> builtins.list[ExecutionRecord]:
+        """Newest first. With `older_than` (created_at, id) the rows after it in that order;
+        with `newer_than`, the `limit` rows just before it (still newest first): cursor pages
+        both ways that stay stable while executions are created."""
+        t = self._t
+        query = sa.select(t).where(*_listing_conditions(t, where))
+        newest_first = (t.c.created_at.desc(), t.c.id.desc())
+        if older_than is not None:
+            at, last = older_than
+            query = query.where(
+                sa.or_(t.c.created_at < at, sa.and_(t.c.created_at == at, t.c.id < last))
+            )
+        if newer_than is not None:
+            at, first = newer_than
+            query = query.where(
+                sa.or_(t.c.created_at > at, sa.and_(t.c.created_at == at, t.c.id > first))
+            )
+            query = query.order_by(t.c.created_at, t.c.id).limit(limit)
+            return [_execution(row) for row in reversed((await self._conn.execute(query)).all())]
+        query = query.order_by(*newest_first).limit(limit)
+        return [_execution(row) for row in await self._conn.execute(query)]
+
+    async def count(self, where: ExecutionListing) -> int:
+        """How many executions `where` selects."""
+        t = self._t
+        query = sa.select(sa.func.count()).select_from(t).where(*_listing_conditions(t, where))
+        return int((await self._conn.execute(query)).scalar_one())
 
     async def ids_starting_with(
         self, prefix: str, limit: int, projects: Collection[str] | None = None
@@ -466,6 +552,19 @@ class SpecRepository:
             )
         ).first()
         return TaskSpec.model_validate(row.spec) if row else None
+
+    async def catalogue(
+        self, project: str, domain: str, *, tasks: bool = False
+    ) -> builtins.list[tuple[str, str, float]]:
+        """(name, version, registered at) of every workflow (or task) of project/domain,
+        by name, newest version first."""
+        t = schema.task_specs if tasks else schema.workflow_specs
+        query = (
+            sa.select(t.c.name, t.c.version, t.c.created_at)
+            .where(t.c.project == project, t.c.domain == domain)
+            .order_by(t.c.name, t.c.created_at.desc(), t.c.version)
+        )
+        return [(r.name, r.version, r.created_at) for r in await self._conn.execute(query)]
 
     @staticmethod
     def _row(

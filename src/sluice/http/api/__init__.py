@@ -11,8 +11,10 @@ from sluice.http.api import (
     inventory,
     launch_plans,
     logs,
+    operate,
     rate_limits,
     signals,
+    values,
 )
 from sluice.http.api.base import API_PREFIX
 from sluice.http.problems import ERROR_RESPONSES
@@ -20,8 +22,8 @@ from sluice.http.problems import ERROR_RESPONSES
 
 def api_router() -> APIRouter:
     router = APIRouter(responses=ERROR_RESPONSES)
-    modules = (health, executions, signals, logs, launch_plans, inventory, backfills)
-    for module in (*modules, rate_limits):
+    modules = (health, operate, executions, values, signals, logs, launch_plans, inventory)
+    for module in (*modules, backfills, rate_limits):
         router.include_router(module.router)
     return router
 

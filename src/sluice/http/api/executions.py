@@ -7,40 +7,63 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Header, Query, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from sluice.http.api.base import Service, api_routes
+from sluice.http.api.links import execution_links
+from sluice.http.api.params import (
+    ENTITY,
+    SCOPE,
+    Cursor,
+    EntityQuery,
+    EventId,
+    ExecutionId,
+    NodeId,
+    PhaseName,
+    ScopeQuery,
+    TextQuery,
+)
 from sluice.http.problems import Problem
 from sluice.service import ExecutionFilter, parse_phases
 from sluice.service import models as m
 from sluice.spec.values import MAX_LIST_LIMIT
 
 router = api_routes(tags=["executions"])
+SEARCH_HELP = (
+    "Case-insensitive: an id prefix, or part of the workflow's or launch plan's name or of "
+    "the inputs as JSON"
+)
 
 
 class CreateExecution(BaseModel):
-    """An execution of the ACTIVE version of a launch plan."""
+    """An execution of the ACTIVE version of a launch plan. A field the server does not know
+    is refused (422), never ignored: `input` for `inputs` would launch with the defaults."""
 
-    launch_plan: str = Field(min_length=1, max_length=255)
+    model_config = ConfigDict(extra="forbid")
+
+    launch_plan: str = Field(min_length=1, max_length=200, pattern=ENTITY)
     inputs: dict[str, Any] = {}
-    project: str | None = None
+    project: str | None = Field(default=None, min_length=1, max_length=63, pattern=SCOPE)
     """Default: the server's configured project."""
-    domain: str | None = None
+    domain: str | None = Field(default=None, min_length=1, max_length=63, pattern=SCOPE)
 
 
 @router.get("/executions")
 async def list_executions(
     sluice: Service,
-    phase: Annotated[list[str], Query(description="Repeatable; any case")] = [],  # noqa: B006
-    launch_plan: str | None = None,
-    project: str | None = None,
-    domain: str | None = None,
+    phase: Annotated[list[PhaseName], Query(description="Repeatable; any case")] = [],  # noqa: B006
+    launch_plan: EntityQuery = None,
+    project: ScopeQuery = None,
+    domain: ScopeQuery = None,
     created_after: datetime | None = None,
     created_before: datetime | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = 50,
-    cursor: str | None = None,
+    cursor: Cursor = None,
+    launch_plan_prefix: EntityQuery = None,
+    q: Annotated[TextQuery, Query(description=SEARCH_HELP)] = None,
 ) -> m.Page[m.ExecutionSummary]:
-    """Executions newest first, a page at a time; `next_cursor` asks for the next page."""
+    """Executions newest first, a page at a time: `next_cursor` asks for the next (older)
+    page, `prev_cursor` for the previous (newer) one; `total` counts the whole selection."""
     where = ExecutionFilter(
         phases=parse_phases(phase),
         projects=None if project is None else [project],
@@ -48,6 +71,8 @@ async def list_executions(
         launch_plan=launch_plan,
         created_after=created_after,
         created_before=created_before,
+        launch_plan_prefix=launch_plan_prefix,
+        text=q,
     )
     return await sluice.executions(where, limit=limit, cursor=cursor)
 
@@ -56,7 +81,12 @@ async def list_executions(
     "/executions",
     status_code=201,
     responses={
-        200: {"model": m.ExecutionSummary, "description": "Replayed: the key's execution"},
+        **execution_links(201),
+        200: {
+            "model": m.ExecutionSummary,
+            "description": "Replayed: the key's execution",
+            **execution_links(200)[200],
+        },
         409: {"model": Problem, "description": "The idempotency key names another request"},
     },
 )
@@ -86,25 +116,29 @@ async def create_execution(
 
 
 @router.get("/executions/{execution_id}")
-async def get_execution(sluice: Service, execution_id: str, events: bool = False) -> m.Execution:
+async def get_execution(
+    sluice: Service, execution_id: ExecutionId, events: bool = False
+) -> m.Execution:
     """One execution (by id or unique prefix) with its nodes and their attempts."""
-    return await sluice.execution(execution_id, events=events)
+    return await sluice.execution(execution_id, events=events, whole=False)
 
 
 @router.get("/executions/{execution_id}/nodes")
-async def list_nodes(sluice: Service, execution_id: str) -> list[m.NodeExecution]:
+async def list_nodes(sluice: Service, execution_id: ExecutionId) -> list[m.NodeExecution]:
     """The execution's node executions in workflow order, each with its attempts."""
-    return (await sluice.execution(execution_id)).nodes
+    return (await sluice.execution(execution_id, whole=False)).nodes
 
 
 @router.get("/executions/{execution_id}/nodes/{node_id}/attempts")
-async def list_attempts(sluice: Service, execution_id: str, node_id: str) -> list[m.Attempt]:
+async def list_attempts(
+    sluice: Service, execution_id: ExecutionId, node_id: NodeId
+) -> list[m.Attempt]:
     return await sluice.attempts(execution_id, node_id)
 
 
 @router.get("/executions/{execution_id}/events")
 async def list_events(
-    sluice: Service, execution_id: str, after: Annotated[int, Query(ge=0)] = 0
+    sluice: Service, execution_id: ExecutionId, after: EventId = 0
 ) -> list[m.Event]:
     """Events after the event id `after`, oldest first: pass the last id seen to follow."""
     return await sluice.events(execution_id, after=after)
@@ -113,7 +147,7 @@ async def list_events(
 @router.post("/executions/{execution_id}/abort")
 async def abort_execution(
     sluice: Service,
-    execution_id: str,
+    execution_id: ExecutionId,
     wait: Annotated[float | None, Query(gt=0, le=3600)] = None,
 ) -> m.ExecutionSummary:
     """Ask for an abort and return at once (the execution is then ABORTING, or already
@@ -124,6 +158,8 @@ async def abort_execution(
 
 
 @router.get("/pending")
-async def list_pending(sluice: Service, launch_plan: str | None = None) -> list[m.ExecutionSummary]:
+async def list_pending(
+    sluice: Service, launch_plan: EntityQuery = None
+) -> list[m.ExecutionSummary]:
     """PENDING executions in promotion order per launch plan, with positions and reasons."""
     return await sluice.pending(launch_plan)

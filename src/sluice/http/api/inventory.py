@@ -6,9 +6,17 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Query, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sluice.http.api.base import Service, api_routes
+from sluice.http.api.params import (
+    NO_CONTROL,
+    SCOPE,
+    EntityQuery,
+    JsonInt,
+    QuotaNamespace,
+    a_json_number,
+)
 from sluice.service import models as m
 from sluice.spec.values import MAX_LIST_LIMIT
 
@@ -16,13 +24,29 @@ router = api_routes()
 
 
 class QuotaValue(BaseModel):
-    quota: int = Field(ge=1)
+    model_config = ConfigDict(extra="forbid")
+
+    quota: JsonInt = Field(ge=1)
+    """At most `resources.max_quota`: the schema states the server's value (app.py)."""
 
 
 class CapValue(BaseModel):
-    scope: str = Field(min_length=1, description="PROJECT or PROJECT/DOMAIN")
-    max: int | None = Field(default=None, ge=1)
+    model_config = ConfigDict(extra="forbid")
+
+    scope: str = Field(
+        min_length=1,
+        max_length=127,
+        pattern=f"{SCOPE[:-1]}(/{SCOPE[1:-1]})?$",
+        description="PROJECT or PROJECT/DOMAIN",
+    )
+    max: int | None = Field(default=None, ge=1, le=1_000_000_000)
     """None removes the operator's cap (a configured cap of the scope applies again)."""
+
+    _a_number = field_validator("max", mode="before")(a_json_number)
+
+
+CacheKey = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_CONTROL)]
+NamespaceQuery = Annotated[str | None, Query(min_length=1, max_length=205, pattern=NO_CONTROL)]
 
 
 class Removed(BaseModel):
@@ -30,13 +54,18 @@ class Removed(BaseModel):
 
 
 @router.get("/quotas", tags=["quotas"])
-async def list_quotas(sluice: Service, namespace: str | None = None) -> list[m.Quota]:
+async def list_quotas(
+    sluice: Service,
+    namespace: Annotated[
+        str | None, Query(min_length=1, max_length=205, pattern=NO_CONTROL)
+    ] = None,
+) -> list[m.Quota]:
     """Quotas with tokens in use, holders and waiters (in grant order)."""
     return await sluice.quotas(namespace)
 
 
-@router.put("/quotas/{namespace}", tags=["quotas"])
-async def set_quota(sluice: Service, namespace: str, body: QuotaValue) -> m.Quota:
+@router.put("/quotas/{namespace:path}", tags=["quotas"])
+async def set_quota(sluice: Service, namespace: QuotaNamespace, body: QuotaValue) -> m.Quota:
     """Set a namespace's quota for every process; lowering it never revokes held tokens."""
     return await sluice.set_quota(namespace, body.quota)
 
@@ -50,7 +79,7 @@ async def list_locks(sluice: Service) -> list[m.Lock]:
 @router.get("/cache", tags=["cache"])
 async def list_cache_entries(
     sluice: Service,
-    task: str | None = None,
+    task: EntityQuery = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = 100,
 ) -> list[m.CacheEntry]:
     return await sluice.cache_entries(task, limit)
@@ -59,8 +88,8 @@ async def list_cache_entries(
 @router.delete("/cache", tags=["cache"])
 async def remove_cache_entries(
     sluice: Service,
-    key: Annotated[list[str], Query(description="Repeatable; a key or unique prefix")] = [],  # noqa: B006
-    task: str | None = None,
+    key: Annotated[list[CacheKey], Query(description="Repeatable; a key or unique prefix")] = [],  # noqa: B006
+    task: EntityQuery = None,
 ) -> Removed:
     """Remove entries by key or task name; 404 when nothing matched."""
     return Removed(removed=await sluice.remove_cache_entries(key, task))

@@ -12,19 +12,25 @@ from fastapi.responses import StreamingResponse
 
 from sluice.errors import SluiceError
 from sluice.http.api.base import Service, api_routes
+from sluice.http.api.params import (
+    AttemptNumber,
+    ExecutionId,
+    LogPosition,
+    NodeId,
+    Stream,
+    TextQuery,
+)
 from sluice.http.problems import problem_body
 from sluice.service.logs import LogLineView, LogPageView
 
 router = api_routes(tags=["logs"])
-Stream = Annotated[str | None, Query(description="stdout or stderr; default both")]
-AttemptNumber = Annotated[int | None, Query(ge=1, description="1 for the first; default all")]
 EVENT_STREAM = "text/event-stream"
 
 
 @router.get("/executions/{execution_id}/logs")
 async def execution_logs(
     sluice: Service,
-    execution_id: str,
+    execution_id: ExecutionId,
     stream: Stream = None,
     tail: Annotated[int | None, Query(ge=0, le=100_000, description="only the last N")] = None,
 ) -> list[LogLineView]:
@@ -35,10 +41,10 @@ async def execution_logs(
 @router.get("/executions/{execution_id}/nodes/{node_id}/logs")
 async def log_page(
     sluice: Service,
-    execution_id: str,
-    node_id: str,
+    execution_id: ExecutionId,
+    node_id: NodeId,
     attempt: AttemptNumber = None,
-    after: str | None = None,
+    after: LogPosition = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     stream: Stream = None,
 ) -> LogPageView:
@@ -56,8 +62,8 @@ async def log_page(
 )
 async def follow_logs(
     sluice: Service,
-    execution_id: str,
-    node: str | None = None,
+    execution_id: ExecutionId,
+    node: TextQuery = None,
     attempt: AttemptNumber = None,
     stream: Stream = None,
 ) -> StreamingResponse:

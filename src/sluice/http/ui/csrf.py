@@ -33,11 +33,23 @@ def remember(request: Request, response: Response, value: str) -> None:
         response.set_cookie(COOKIE, value, httponly=True, samesite="strict", path="/")
 
 
-async def checked_form(request: Request) -> dict[str, str]:
+class PostedForm(dict[str, str]):
+    """A posted form: each field's first value, and every value of a repeated field."""
+
+    def __init__(self, values: dict[str, list[str]]) -> None:
+        super().__init__({k: v[0] for k, v in values.items() if v})
+        self._all = values
+
+    def get_all(self, name: str) -> list[str]:
+        return list(self._all.get(name, []))
+
+
+async def checked_form(request: Request, multi: tuple[str, ...] = ()) -> PostedForm:
     """The posted form's fields, once its CSRF token matches the cookie; else CsrfError."""
     if request.headers.get("sec-fetch-site") == "cross-site":
         raise CsrfError("a form posted from another site is refused")
-    fields = {k: v[0] for k, v in parse_qs((await request.body()).decode()).items() if v}
+    body = (await request.body()).decode(errors="replace")
+    fields = PostedForm(parse_qs(body, keep_blank_values=True))
     cookie = request.cookies.get(COOKIE, "")
     sent = fields.get(FIELD, "")
     if not cookie or not hmac.compare_digest(cookie.encode(), sent.encode()):

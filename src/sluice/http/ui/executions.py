@@ -1,5 +1,6 @@
-"""Pages of executions: the list with its filters, one execution with its graph, timeline
-and selected node, and the abort button's form post."""
+"""Pages of executions: the list (search, filters, pages both ways, bulk abort), one execution
+with its graph, timeline, nodes and the selected node (attempts, values, log), and the form
+posts that abort or retry."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
 
-from sluice.errors import NotFoundError
+from sluice.errors import InvalidArgumentError
 from sluice.http.deps import service
 from sluice.http.ui import csrf, gantt, graph
 from sluice.http.ui.errors import PageRoute, local_path
@@ -22,41 +23,68 @@ from sluice.spec.phases import ExecutionPhase
 
 router = APIRouter(route_class=PageRoute)
 Service = Annotated[Sluice, Depends(service)]
-PAGE_SIZE = 50
+PAGE_SIZES = (25, 50, 100, 200)
 NODES_PER_SECOND = 100
 POLL_MAX = 10
-STOP_POLLING = 286
-"""htmx stops polling on this status (after swapping in the final state): an ended
-execution's page no longer changes."""
-LOG_TAIL = 200
-"""Last lines of a node's log shown (re-read at each poll, so the panel follows the log)."""
+MAX_LOG_LINES = 5000
+"""Lines a log panel keeps in the page (the oldest go first; the download has them all)."""
+UI_ABORT = "aborted from the web UI"
 
 
-@router.get("/", response_class=HTMLResponse, name="ui_executions")
+@router.get("/", name="ui_executions")
 async def executions_page(
     request: Request,
     sluice: Service,
+    q: str = "",
     phase: Annotated[list[str], Query()] = [],  # noqa: B006 (FastAPI copies defaults)
     launch_plan: str = "",
     project: str = "",
+    domain: str = "",
+    created_after: str = "",
+    created_before: str = "",
     cursor: str | None = None,
+    limit: int = 50,
 ) -> Response:
     where = ExecutionFilter(
         phases=parse_phases(phase),
         projects=[project] if project else None,
-        launch_plan=launch_plan or None,
+        domain=domain or None,
+        launch_plan_prefix=launch_plan or None,
+        created_after=_utc_field("created after", created_after),
+        created_before=_utc_field("created before", created_before),
+        text=q.strip() or None,
     )
-    listed = await sluice.executions(where, limit=PAGE_SIZE, cursor=cursor or None)
+    size = min(max(limit, 1), PAGE_SIZES[-1])
+    listed = await sluice.executions(where, limit=size, cursor=cursor or None)
     context = {
         "title": "Executions",
         "page": listed,
         "phases": [p.value for p in ExecutionPhase],
         "chosen": {p.upper() for p in phase},
+        "q": q,
         "launch_plan": launch_plan,
         "project": project,
+        "domain": domain,
+        "created_after": created_after,
+        "created_before": created_before,
+        "limit": size,
+        "filtered": bool(q or phase or launch_plan or project or domain)
+        or bool(created_after or created_before),
         "next_query": _with_cursor(request, listed.next_cursor),
+        "prev_query": _with_cursor(request, listed.prev_cursor),
     }
     return render(request, "executions", context)
+
+
+def _utc_field(what: str, text: str) -> datetime | None:
+    """A `datetime-local` field's value, read as UTC."""
+    if not text:
+        return None
+    try:
+        found = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidArgumentError(f"{what}: {text!r} is not a date and time") from None
+    return found.replace(tzinfo=UTC) if found.tzinfo is None else found
 
 
 def _with_cursor(request: Request, cursor: str | None) -> str:
@@ -64,26 +92,25 @@ def _with_cursor(request: Request, cursor: str | None) -> str:
     return urlencode([*kept, ("cursor", cursor or "")])
 
 
-@router.get("/executions/{execution_id}", response_class=HTMLResponse, name="ui_execution")
+@router.get("/executions/{execution_id}", name="ui_execution")
 async def execution_page(
     request: Request, sluice: Service, execution_id: str, node: str = ""
 ) -> Response:
-    found = await sluice.execution(execution_id, events=True)
+    found = await sluice.execution(execution_id, whole=False)
     selected = _selected(found, node)
     context = {
         "title": f"Execution {found.id}",
         "execution": found,
         "graph": graph.layout(found.nodes),
-        "timeline": gantt.timeline(found.nodes, datetime.now(UTC), found.events),
+        "timeline": gantt.timeline(found.nodes, datetime.now(UTC)),
         "selected": selected,
         "reservation": await _reservation_of(sluice, found, selected),
-        "quota_waits": await _quota_waits(sluice, found, selected),
-        "log": await _log_tail(sluice, found, selected),
-        "node_param": node,
+        "logs_kept": sluice.settings.logs.enabled,
+        "max_log_lines": MAX_LOG_LINES,
+        "wanted_attempt": None,
         "poll": poll_seconds(len(found.nodes)),
     }
-    ended = found.phase in TERMINAL_PHASES
-    return render(request, "execution", context, status_code=STOP_POLLING if ended else 200)
+    return render(request, "execution", context, final=found.phase in TERMINAL_PHASES)
 
 
 def poll_seconds(nodes: int) -> int:
@@ -95,11 +122,27 @@ def poll_seconds(nodes: int) -> int:
 @router.post("/executions/{execution_id}/abort", name="ui_abort")
 async def abort(request: Request, sluice: Service, execution_id: str) -> Response:
     form = await csrf.checked_form(request)
-    aborted = await sluice.abort(
-        execution_id, form.get("reason") or "aborted from the web UI", wait=False
-    )
+    aborted = await sluice.abort(execution_id, form.get("reason") or UI_ABORT, wait=False)
     target = form.get("next") or request.url_for("ui_execution", execution_id=aborted.id).path
     return RedirectResponse(local_path(target), status_code=303)
+
+
+@router.post("/executions/bulk-abort", name="ui_bulk_abort")
+async def bulk_abort(request: Request, sluice: Service) -> Response:
+    form = await csrf.checked_form(request)
+    ids = form.get_all("execution")
+    if not ids:
+        raise InvalidArgumentError("select at least one execution to abort")
+    await sluice.abort_many(ids, UI_ABORT)
+    return RedirectResponse(local_path(form.get("next") or "/"), status_code=303)
+
+
+@router.post("/executions/{execution_id}/retry", name="ui_retry")
+async def retry(request: Request, sluice: Service, execution_id: str) -> Response:
+    await csrf.checked_form(request)
+    retried = await sluice.retry(execution_id)
+    target = request.url_for("ui_execution", execution_id=retried.id).path
+    return RedirectResponse(target, status_code=303)
 
 
 def _selected(execution: m.Execution, wanted: str) -> m.NodeExecution | None:
@@ -125,31 +168,3 @@ async def _reservation_of(
         (r for r in await sluice.reservations() if r.owner.startswith(me) or me in r.waiters),
         None,
     )
-
-
-async def _quota_waits(
-    sluice: Sluice, execution: m.Execution, node: m.NodeExecution | None
-) -> list[tuple[m.Quota, m.Waiter]]:
-    """Each quota the node waits in, with its place in the queue (holders are in the quota)."""
-    if node is None or node.task_phase != "WAITING_FOR_RESOURCES":
-        return []
-    return [
-        (quota, waiter)
-        for quota in await sluice.quotas()
-        for waiter in quota.waiters
-        if waiter.execution_id == execution.id and waiter.node_id == node.node
-    ]
-
-
-async def _log_tail(
-    sluice: Sluice, execution: m.Execution, node: m.NodeExecution | None
-) -> str | None:
-    """The last lines of the node's current attempt; None when the service keeps no logs."""
-    read = getattr(sluice, "logs", None)  # the task logs verb
-    if node is None or read is None or node.phase == "NOT_STARTED":
-        return None
-    try:
-        lines = await read(execution.id, node.node, attempt=node.attempt, tail=LOG_TAIL)
-    except NotFoundError:  # the attempt has printed nothing yet
-        return ""
-    return "\n".join(line.text for line in lines[-LOG_TAIL:])

@@ -7,15 +7,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sluice.service.models import Attempt, Event, NodeExecution
+from sluice.service.models import Attempt, NodeExecution
 
 LABEL_WIDTH = 150
 PLOT_WIDTH = 600
 ROW_HEIGHT = 24
 AXIS_HEIGHT = 22
 TICKS = 5
-_WAITING = frozenset({"WAITING_FOR_RESOURCES", "WAITING_FOR_CACHE", "NOT_READY", "UNDEFINED"})
-"""Task phases of an attempt that has not started running (its bar is all waiting)."""
 MIN_BAR = 2
 """Width of the shortest bar, so an attempt of a few milliseconds stays visible."""
 
@@ -50,14 +48,11 @@ class Timeline:
     label_width: int = LABEL_WIDTH
 
 
-def timeline(
-    nodes: Sequence[NodeExecution], now: datetime, events: Sequence[Event] = ()
-) -> Timeline | None:
-    """None when no attempt has started yet. With the execution's events, an attempt's bar
-    starts when it was first reported (waiting for a quota, a lock or the cache) and the
-    waiting part is drawn apart from the running part."""
-    first_seen = _first_seen(events)
-    spans = [_span(n.node, a, first_seen, now) for n in nodes for a in n.attempts]
+def timeline(nodes: Sequence[NodeExecution], now: datetime) -> Timeline | None:
+    """None when no attempt was reported yet. An attempt's bar starts when it was first
+    reported (waiting for a quota, a lock or the cache), its waiting part drawn apart from its
+    running part; it grows with the clock only while the attempt is live."""
+    spans = [_span(a, now) for n in nodes for a in n.attempts]
     starts = [s.begin for s in spans if s is not None]
     if not starts:
         return None
@@ -68,11 +63,10 @@ def timeline(
         return LABEL_WIDTH + round((at - start).total_seconds() / total * PLOT_WIDTH)
 
     rows = [
-        Row(n.node, AXIS_HEIGHT + i * ROW_HEIGHT, _bars(n, first_seen, now, x_of))
-        for i, n in enumerate(nodes)
+        Row(n.node, AXIS_HEIGHT + i * ROW_HEIGHT, _bars(n, now, x_of)) for i, n in enumerate(nodes)
     ]
     ticks = [
-        Tick(LABEL_WIDTH + round(k / (TICKS - 1) * PLOT_WIDTH), _seconds(k / (TICKS - 1) * total))
+        Tick(LABEL_WIDTH + round(k / (TICKS - 1) * PLOT_WIDTH), seconds(k / (TICKS - 1) * total))
         for k in range(TICKS)
     ]
     height = AXIS_HEIGHT + len(rows) * ROW_HEIGHT
@@ -87,44 +81,34 @@ class _Span:
     end: datetime
 
 
-def _first_seen(events: Sequence[Event]) -> dict[tuple[str, int], datetime]:
-    seen: dict[tuple[str, int], datetime] = {}
-    for event in events:
-        if event.node_id:
-            key = (event.node_id, event.attempt)
-            seen[key] = min(seen.get(key, event.occurred_at), event.occurred_at)
-    return seen
-
-
-def _span(
-    node: str, attempt: Attempt, first_seen: dict[tuple[str, int], datetime], now: datetime
-) -> _Span | None:
-    if attempt.started_at is None:
+def _span(attempt: Attempt, now: datetime) -> _Span | None:
+    begin = attempt.first_seen_at or attempt.started_at
+    if begin is None:
         return None
-    begin = min(first_seen.get((node, attempt.attempt), attempt.started_at), attempt.started_at)
-    running = attempt.started_at if attempt.phase not in _WAITING else None
-    return _Span(begin, running, attempt.ended_at or now)
+    running = attempt.started_at
+    if attempt.ended_at is not None:
+        end = attempt.ended_at
+    elif attempt.live:
+        end = now
+    else:  # over, without a recorded end: never drawn as if it still ran
+        end = running or begin
+    return _Span(begin, running, max(end, begin))
 
 
-def _bars(
-    node: NodeExecution,
-    first_seen: dict[tuple[str, int], datetime],
-    now: datetime,
-    x_of: Callable[[datetime], int],
-) -> list[Bar]:
+def _bars(node: NodeExecution, now: datetime, x_of: Callable[[datetime], int]) -> list[Bar]:
     bars: list[Bar] = []
     for attempt in node.attempts:
-        span = _span(node.node, attempt, first_seen, now)
+        span = _span(attempt, now)
         if span is None:
             continue
         waited_until = span.running or span.end
         if waited_until > span.begin:
             title = (
-                f"attempt {attempt.attempt}: waited {_seconds(_between(span.begin, waited_until))}"
+                f"attempt {attempt.attempt}: waited {seconds(_between(span.begin, waited_until))}"
             )
             bars.append(_bar(span.begin, waited_until, "waiting", title, x_of))
         if span.running is not None:
-            took = _seconds(_between(span.running, span.end))
+            took = seconds(_between(span.running, span.end))
             title = f"attempt {attempt.attempt}: {attempt.phase}, {took}"
             bars.append(_bar(span.running, span.end, _state(attempt.phase), title, x_of))
     return bars
@@ -145,8 +129,18 @@ def _state(phase: str) -> str:
     return phase.lower().replace("_", "-")
 
 
-def _seconds(value: float) -> str:
+def seconds(value: float | None) -> str:
+    """A duration a reader can compare: `850 µs`, `42 ms`, `1.234 s`, `3m07s`, `2h05m`."""
+    if value is None:
+        return ""
+    if value == 0:
+        return "0 s"
+    if value < 0.001:
+        return f"{value * 1e6:.0f} µs"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
     if value < 60:
-        return f"{value:.1f}s"
-    minutes, seconds = divmod(int(value), 60)
-    return f"{minutes}m{seconds:02d}s"
+        return f"{value:.3f} s" if value < 10 else f"{value:.1f} s"
+    minutes, rest = divmod(int(value), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{rest:02d}s"

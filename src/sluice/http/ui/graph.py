@@ -50,9 +50,18 @@ class Layout:
     height: int
 
 
+def state_of(node: NodeExecution) -> str:
+    """What a node shows: the task's phase while it runs (a node waiting for a quota is
+    WAITING_FOR_RESOURCES, not RUNNING), RETRYING while it waits for its next attempt."""
+    if node.phase != "RUNNING":
+        return node.phase
+    if node.task_phase == "STARTING" and node.attempt > 1:
+        return "RETRYING"
+    return node.task_phase
+
+
 def phase_class(node: NodeExecution) -> str:
-    label = node.task_phase if node.phase == "RUNNING" else node.phase
-    return label.lower().replace("_", "-")
+    return state_of(node).lower().replace("_", "-")
 
 
 def columns(nodes: Sequence[NodeExecution]) -> dict[str, int]:
