@@ -29,6 +29,29 @@ __all__ = ["dask_address", "ray_address", "ray_cluster"]
 for _name, _value in LOOPBACK_ENV.items():
     os.environ.setdefault(_name, _value)
 
+_SERIAL_GROUPS = {
+    "faults": "faults",
+    "plugins/ray": "ray",
+    "plugins/dask": "dask",
+    "ui": "browser",
+    "flyteadmin": "flyte-server",
+}
+"""Test folders whose tests run one after another on a single xdist worker (`--dist
+loadgroup`, pyproject's addopts): the fault harness's engines and nemeses would starve each
+other of the two cores, and the Ray and Dask clusters and the browser are started once per
+worker that needs them. Every other test spreads over the workers."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(__file__).parent
+    for item in items:
+        relative = Path(item.path).relative_to(root).as_posix()
+        for folder, group in _SERIAL_GROUPS.items():
+            if relative.startswith(folder + "/"):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+
+
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 ON_CI = bool(os.environ.get("CI"))

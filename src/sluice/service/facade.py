@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Collection
 from typing import TYPE_CHECKING, Any
 
 from sluice.clock import Clock
@@ -30,7 +30,6 @@ from sluice.executions.schedules import next_firing
 from sluice.runtime import Runtime
 from sluice.service import convert, inventory, launching, payloads, serving, visibility, waits
 from sluice.service import executions as ex
-from sluice.service import logs as task_logs
 from sluice.service import models as m
 from sluice.service.backfills import Backfills
 from sluice.service.inputs import Inputs
@@ -41,6 +40,7 @@ from sluice.service.local import (
     prepare_launch_plan,
     until_terminal,
 )
+from sluice.service.log_verbs import LogVerbs
 from sluice.service.rate_limits import RateLimitService
 from sluice.service.requests import RunRequest, Scope
 from sluice.service.signals import signal_gate
@@ -61,7 +61,7 @@ MAX_BULK = 500
 """Executions one bulk abort may name."""
 
 
-class Sluice(Launching):
+class Sluice(Launching, LogVerbs):
     @classmethod
     async def open(
         cls, settings: Settings, *, role: str = "cli", clock: Clock | None = None
@@ -128,69 +128,6 @@ class Sluice(Launching):
             record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
             found = await repos.events.list(record.id, after_id=after)
         return [convert.event(e) for e in found]
-
-    # Task logs (sluice/logs/): attempts numbered from 1; an execution by id or unique prefix.
-    async def _log_target(
-        self, execution_id: str, node_id: str | None, attempt: int | None
-    ) -> tuple[str, int | None]:
-        async with self.runtime.store.read() as repos:
-            record = await ex.by_id_or_prefix(repos, execution_id, self.scope.projects)
-            return record.id, await task_logs.check_target(repos, record, node_id, attempt)
-
-    async def logs(
-        self,
-        execution_id: str,
-        node_id: str | None = None,
-        *,
-        attempt: int | None = None,
-        stream: str | None = None,
-        tail: int | None = None,
-    ) -> list[task_logs.LogLineView]:
-        """Every stored line of an execution (nodes merged by time), a node (attempt by
-        attempt) or one attempt, optionally of one stream; only the last `tail` lines if set
-        (for a node, only the segments holding them are read)."""
-        if tail is not None:
-            tail = check_count("tail", tail, InvalidArgumentError, low=0, high=1_000_000)
-        found, number = await self._log_target(execution_id, node_id, attempt)
-        reader = self.runtime.log_reader()
-        return await task_logs.lines(reader, found, node_id, number, stream, tail)
-
-    async def log_page(
-        self,
-        execution_id: str,
-        node_id: str,
-        *,
-        attempt: int | None = None,
-        after: str | None = None,
-        limit: int = 1000,
-        stream: str | None = None,
-    ) -> task_logs.LogPageView:
-        """Up to `limit` lines of a node after the position `after` (a previous page's)."""
-        limit = check_count("limit", limit, InvalidArgumentError, low=1, high=10_000)
-        found, number = await self._log_target(execution_id, node_id, attempt)
-        reader = self.runtime.log_reader()
-        return await task_logs.page(
-            reader, found, node_id, number, after=after, limit=limit, stream=stream
-        )
-
-    async def follow_logs(
-        self,
-        execution_id: str,
-        node_id: str | None = None,
-        *,
-        attempt: int | None = None,
-        stream: str | None = None,
-    ) -> AsyncIterator[task_logs.LogLineView]:
-        """Lines as they are stored, until the execution, node or attempt has ended."""
-        found, number = await self._log_target(execution_id, node_id, attempt)
-        reader = self.runtime.log_reader()
-        async for line in task_logs.follow(reader, found, node_id, number, stream):
-            yield line
-
-    def on_task_output(self, listener: task_logs.OutputListener) -> Callable[[], None]:
-        """Call `listener` with each line the tasks this process drives print, as they print
-        it (live output of `sluice run`); returns the function that stops it."""
-        return task_logs.tap(self.runtime.open_task_logs(), listener)
 
     async def attempts(self, execution_id: str, node_id: str) -> list[m.Attempt]:
         found = await self.execution(execution_id)
