@@ -35,6 +35,7 @@ from ui_tasks import pause
 
 import sluice
 from sluice.config import load_config
+from sluice.http.server import SHUTDOWN_GRACE
 from sluice.runtime import Runtime
 from sluice.service import Sluice
 
@@ -87,7 +88,11 @@ async def serving(sluice_: Sluice) -> AsyncIterator[str]:
     mount_static(app)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, log_level="warning", lifespan="off", timeout_graceful_shutdown=SHUTDOWN_GRACE
+        )
+    )
     task = asyncio.create_task(server.serve(sockets=[sock]))
     for _ in range(200):  # up to 10 s for start-up
         if server.started:

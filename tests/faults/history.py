@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -220,9 +220,21 @@ def _end_life(
         body.process_died = gone <= death
     else:
         report.violations.append(f"{body} never ended and its process never died")
-    # The monitor bounds a stop a poll wide on each side; a start record proves its process
-    # ran then, so a stop seen around it ended before it: only stops after the start count.
-    body.frozen = merge((a, min(b, body.end)) for a, b in frozen if body.start < a < body.end)
+    body.frozen = merge(_frozen_after_start(body, frozen))
+
+
+def _frozen_after_start(body: Body, frozen: Iterable[Segment]) -> Iterator[Segment]:
+    """The stops of the body's process while it lived. The monitor bounds a stop a poll wide
+    on each side (from the last poll that saw it running to the first that saw it run again),
+    and the start record proves the process ran at `start`: a stop seen around the start
+    began just after it (the start nearer the stop's first bound) or ended just before it
+    (nearer its last bound), since the stop itself lies inside its bounds."""
+    for a, b in frozen:
+        if b <= body.start or a >= body.end:
+            continue
+        if a < body.start and body.start - a >= b - body.start:
+            continue  # it ended just before the start
+        yield max(a, body.start), min(b, body.end)
 
 
 TERMINAL_TASK_PHASES = {"SUCCESS", "RETRYABLE_FAILURE", "PERMANENT_FAILURE", "ABORTED"}

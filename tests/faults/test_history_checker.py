@@ -124,6 +124,34 @@ def test_an_overlap_just_after_a_thaw_is_the_window_not_a_violation() -> None:
     assert report.thaw_overlaps == 1 and 0.29 < report.thaw_overlap_max < 0.31
 
 
+def test_a_stop_first_seen_a_poll_before_the_start_froze_the_body_that_started() -> None:
+    """CI saw this: a body started 10 ms before its whole host was frozen for 6 s; the poll
+    before the stop was earlier than the start, and the freeze was dropped, making the
+    lawful grant to another engine during the freeze an overlap."""
+    lines = [
+        start(1.005, "a", "held", 10, 1, "q:faults-q"),  # then frozen until 7.0
+        start(5.0, "b", "held", 20, 2, "q:faults-q"),
+        end(5.5, "b", "held", 20, 2),
+    ]
+    monitor = Monitor(life(10, died=7.03, frozen=(1.0, 7.0)), life(20))
+    bodies, report = judge(lines, monitor)
+    assert bodies[0].frozen == [(1.005, 7.0)]
+    assert report.violations == []
+
+
+def test_a_stop_that_ended_a_poll_before_the_start_froze_nothing_of_the_body() -> None:
+    lines = [
+        start(7.005, "a", "held", 10, 1, "q:faults-q"),  # resumed at about 7.0, then started
+        start(8.0, "b", "held", 20, 2, "q:faults-q"),
+        end(8.5, "b", "held", 20, 2),
+        end(9.0, "a", "held", 10, 1),
+    ]
+    monitor = Monitor(life(10, frozen=(1.0, 7.01)), life(20))
+    bodies, report = judge(lines, monitor)
+    assert bodies[0].frozen == []
+    assert any("2 bodies at once" in v for v in report.violations)
+
+
 def test_an_overlap_past_the_thaw_window_is_a_violation() -> None:
     lines = [
         start(1.0, "a", "held", 10, 1, "q:faults-q"),

@@ -80,7 +80,7 @@ async def test_the_launch_form_and_the_catalogue(
         assert "http_flows.echoing" in names
         workflow = (await api.get("/api/v1/workflows/http_flows.echoing")).json()
         assert [n["node"] for n in workflow["nodes"]] == ["echo"]
-        assert workflow["launch_plans"] == ["echo_plan", "waiting_plan"]
+        assert workflow["launch_plans"] == ["echo_plan", "hourly_plan", "waiting_plan"]
         assert workflow["tasks"][0]["name"] == "http_flows.echo"
         missing = await api.get("/api/v1/workflows/nothing")
         assert missing.status_code == 404

@@ -16,6 +16,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
+from sluice.http.server import SHUTDOWN_GRACE
 from ui.ui_support import eventually
 
 CHROMIUM = "/usr/bin/chromium"
@@ -63,7 +64,11 @@ async def serving(app: FastAPI) -> AsyncIterator[str]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, log_level="warning", lifespan="off", timeout_graceful_shutdown=SHUTDOWN_GRACE
+        )
+    )
     task = asyncio.create_task(server.serve(sockets=[sock]))
     await eventually(_started(server), "uvicorn starts", within=10.0)
     try:

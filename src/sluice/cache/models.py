@@ -71,6 +71,13 @@ class Reservation:
     heartbeat_interval: float
     expires_at: float
 
+    @property
+    def owner(self) -> str:
+        """The owner as users see it, "execution/node": `owner_id` without the ownership
+        epoch ("@<n>") the engine names it with."""
+        base, sep, epoch = self.owner_id.rpartition("@")
+        return base if sep and epoch.isdigit() else self.owner_id
+
 
 @dataclass(frozen=True)
 class ReservationInfo:

@@ -175,7 +175,7 @@ class CacheGate:
         expires_in = max(0.0, held.expires_at - now)
         return PhaseInfo.waiting_for_cache(
             0,
-            f"waiting for cache to be populated by reservation owner {_shown(held.owner_id)} "
+            f"waiting for cache to be populated by reservation owner {held.owner} "
             f"(its reservation expires in {expires_in:.0f}s unless extended)",
         )
 
@@ -197,7 +197,7 @@ class CacheGate:
             return None
         rec.reservation_status = ReservationStatus.EXISTS
         lifecycle.disarm_heartbeat(node)
-        return f"its cache reservation was taken over by {_shown(held.owner_id)}"
+        return f"its cache reservation was taken over by {held.owner}"
 
     async def heartbeat(self, ex: ExecutionState, node: NodeState) -> float | None:
         """Extend a held reservation when it is due (at once when it was never armed here);
@@ -255,12 +255,6 @@ class CacheGate:
         except SluiceError as exc:
             log.warning("releasing the reservation of %s/%s failed: %s", ex.id, node.id, exc)
         lifecycle.disarm_heartbeat(node)
-
-
-def _shown(owner_id: str) -> str:
-    """An owner id as users see it: execution/node, without its ownership epoch."""
-    base, sep, epoch = owner_id.rpartition("@")
-    return base if sep and epoch.isdigit() else owner_id
 
 
 class NoCache:

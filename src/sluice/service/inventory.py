@@ -137,19 +137,15 @@ async def reservations(runtime: Runtime) -> list[m.Reservation]:
     listed = await (await runtime.open_catalog()).list_reservations()
     async with runtime.store.read() as repos:
         waiting = await repos.nodes.find_in_task_phase(int(Phase.WAITING_FOR_CACHE))
-        tasks = {
-            i.reservation.owner_id: await _task_of(repos, i.reservation.owner_id) for i in listed
-        }
+        tasks = {i.reservation.owner: await _task_of(repos, i.reservation.owner) for i in listed}
     return [
         m.Reservation(
             key=i.reservation.key,
-            task=tasks[i.reservation.owner_id],
-            owner=i.reservation.owner_id,
+            task=tasks[i.reservation.owner],
+            owner=i.reservation.owner,
             expires_in=round(i.expires_in, 1),
             waiters=[
-                f"{n.execution_id}/{n.node_id}"
-                for n in waiting
-                if i.reservation.owner_id in n.reason
+                f"{n.execution_id}/{n.node_id}" for n in waiting if i.reservation.owner in n.reason
             ],
         )
         for i in listed

@@ -233,6 +233,9 @@ class WorkerPool:
             return  # cancelled meanwhile
         if exception is not None:
             job.future.set_exception(exception)
+            # Marked as seen: the plugin reads it when it still watches the job, but an engine
+            # that lost its leases has let the attempt go, and the death is already logged.
+            job.future.exception()
         else:
             job.future.set_result(answer or {})
         if job.on_done is not None:
