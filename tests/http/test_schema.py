@@ -42,6 +42,20 @@ SEMANTIC_REFUSALS = re.compile(
             r"is ambiguous, it matches",  # an id prefix of several executions
             r"^removing cache entries needs keys or a task name$",
             r"^--attempt .* needs a node",
+            # A backfill's range against its plan's schedule and the clock; its state moves.
+            r"has no schedule to backfill",
+            r"the range holds .* split it",
+            r"start must not be after its end",
+            r"its end is in the future",
+            r"^backfill \S+ is [A-Z]+: only a",
+            # A gate's state; a signal's value against the type the gate waits for.
+            r"is not a gate$",
+            r"is a sleep: it waits for no signal",
+            r"not waiting for a signal$",
+            r"was signalled already$",
+            r"^signal for ",
+            # A rate's numbers against each other (the syntax is the schema's pattern).
+            r"^rate limit .*(unknown period|the count must|burst)",
         ]
     )
 )

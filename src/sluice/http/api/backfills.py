@@ -6,11 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import Query
-from pydantic import BaseModel, Field
+from fastapi import Path, Query
+from pydantic import BaseModel, ConfigDict, Field
 
+from sluice.executions.backfills import MAX_ACTIVE_LIMIT
 from sluice.http.api.base import Service, api_routes
+from sluice.http.api.params import ENTITY, NO_CONTROL, SCOPE
 from sluice.service.backfill_views import Backfill
+from sluice.spec.names import ENTITY_MAX, SCOPE_MAX
 from sluice.spec.values import MAX_LIST_LIMIT
 
 router = api_routes(tags=["backfills"])
@@ -20,14 +23,19 @@ class CreateBackfill(BaseModel):
     """One execution per schedule slot of the ACTIVE version of `launch_plan` in [start, end]
     (a time without a zone is in the schedule's time zone)."""
 
-    launch_plan: str = Field(min_length=1, max_length=255)
+    model_config = ConfigDict(extra="forbid")
+
+    launch_plan: str = Field(min_length=1, max_length=ENTITY_MAX, pattern=ENTITY)
     start: datetime
     end: datetime
     reprocess: Literal["none", "failed", "all"] = "none"
-    max_active: int | None = Field(default=None, ge=1, le=10_000)
+    max_active: int | None = Field(default=None, ge=1, le=MAX_ACTIVE_LIMIT)
     """Default: the server's concurrency.backfill_max_active."""
-    project: str | None = None
-    domain: str | None = None
+    project: str | None = Field(default=None, min_length=1, max_length=SCOPE_MAX, pattern=SCOPE)
+    domain: str | None = Field(default=None, min_length=1, max_length=SCOPE_MAX, pattern=SCOPE)
+
+
+BackfillId = Annotated[str, Path(min_length=1, max_length=64, pattern=NO_CONTROL)]
 
 
 @router.get("/backfills")
@@ -57,22 +65,22 @@ async def create_backfill(sluice: Service, body: CreateBackfill) -> Backfill:
 
 
 @router.get("/backfills/{backfill_id}")
-async def get_backfill(sluice: Service, backfill_id: str) -> Backfill:
+async def get_backfill(sluice: Service, backfill_id: BackfillId) -> Backfill:
     return await sluice.backfills.get(backfill_id)
 
 
 @router.post("/backfills/{backfill_id}/pause")
-async def pause_backfill(sluice: Service, backfill_id: str) -> Backfill:
+async def pause_backfill(sluice: Service, backfill_id: BackfillId) -> Backfill:
     """No more executions are created; those that exist run on."""
     return await sluice.backfills.pause(backfill_id)
 
 
 @router.post("/backfills/{backfill_id}/resume")
-async def resume_backfill(sluice: Service, backfill_id: str) -> Backfill:
+async def resume_backfill(sluice: Service, backfill_id: BackfillId) -> Backfill:
     return await sluice.backfills.resume(backfill_id)
 
 
 @router.post("/backfills/{backfill_id}/cancel")
-async def cancel_backfill(sluice: Service, backfill_id: str) -> Backfill:
+async def cancel_backfill(sluice: Service, backfill_id: BackfillId) -> Backfill:
     """Unfinished executions are aborted; no more are created."""
     return await sluice.backfills.cancel(backfill_id)
