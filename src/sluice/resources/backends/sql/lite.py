@@ -157,7 +157,10 @@ def extend_leases(
     where = f"token = ? AND namespace IN ({_marks(names)})"
     held = cur.execute(
         f"UPDATE resource_holders SET lease_expires_at = ? WHERE {where}"
-        " AND lease_expires_at > ? RETURNING namespace",
+        " AND lease_expires_at > ? AND NOT EXISTS (SELECT 1 FROM resource_holder_marks AS m"
+        " WHERE m.namespace = resource_holders.namespace AND m.token = resource_holders.token"
+        " AND m.granted_at = resource_holders.granted_at AND m.preempted_by IS NOT NULL)"
+        " RETURNING namespace",
         params,
     ).fetchall()
     cur.execute(

@@ -54,6 +54,9 @@ _RELEASE = f"SELECT sluice_resources_release(%s::integer[], %s, %s::text[], c.t)
 _EXTEND_HOLDERS = (
     f"UPDATE resource_holders SET lease_expires_at = c.t + %s FROM {_CLOCK}"
     " WHERE token = %s AND namespace = ANY(%s::text[]) AND lease_expires_at > c.t"
+    " AND NOT EXISTS (SELECT 1 FROM resource_holder_marks AS m"  # preempted: not renewed
+    " WHERE m.namespace = resource_holders.namespace AND m.token = resource_holders.token"
+    " AND m.granted_at = resource_holders.granted_at AND m.preempted_by IS NOT NULL)"
     " RETURNING namespace"
 )
 _EXTEND_WAITERS = (
