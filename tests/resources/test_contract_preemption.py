@@ -49,7 +49,7 @@ async def test_victims_are_the_lowest_priority_then_the_most_recent(
     assert [v.token for v in result.preempting] == ["t1"]  # priority 1, granted after t0
     [victim] = await pm.preempted("t1", ["warehouse"])
     assert victim.preempter == "hi" and victim.preempter_priority == 5
-    assert "xh/n1 (priority 5) in warehouse" == victim.describe_preempter()
+    assert victim.describe_preempter() == "xh/n1 (priority 5) in warehouse"
     assert await pm.preempted("t0", ["warehouse"]) == ()
 
 
@@ -123,9 +123,7 @@ async def test_nothing_is_preempted_where_preemption_is_off(
     # t0 was granted before: its priority was not recorded, so it is never a victim.
     assert (await pm.allocate("hi", WH, holder("xh", 9))).preempting == ()
     assert (await pm.allocate("t0", WH, holder("x0", 0))).granted  # recorded now
-    assert [v.token for v in (await pm.allocate("hi", WH, holder("xh", 9))).preempting] == [
-        "t0"
-    ]
+    assert [v.token for v in (await pm.allocate("hi", WH, holder("xh", 9))).preempting] == ["t0"]
 
 
 async def test_a_bad_flag_is_refused_naming_the_value(managers: Managers) -> None:

@@ -52,7 +52,9 @@ async def _mark(conn: AsyncConnection, request: TimedRequest, namespace: str, un
     if any(row["token"] == request.token for row in rows):
         return
     sources = (await reads.load_sources(conn, [namespace])).get(namespace, {})
-    quota = next((sources[s] for s in ("operator", "config", "plugin", "default") if s in sources), 0)
+    quota = next(
+        (sources[s] for s in ("operator", "config", "plugin", "default") if s in sources), 0
+    )
     held = [
         HeldUnits(
             row["token"],
@@ -81,7 +83,9 @@ async def _mark(conn: AsyncConnection, request: TimedRequest, namespace: str, un
 
 async def marked_by(conn: AsyncConnection, token: str, names: Sequence[str]) -> tuple[Victim, ...]:
     """The live holdings marked by `token` there."""
-    return await _victims(conn, sa.and_(MARKS.c.preempted_by == token, MARKS.c.namespace.in_(names)))
+    return await _victims(
+        conn, sa.and_(MARKS.c.preempted_by == token, MARKS.c.namespace.in_(names))
+    )
 
 
 async def marks_on(conn: AsyncConnection, token: str, names: Sequence[str]) -> tuple[Victim, ...]:
@@ -121,7 +125,9 @@ async def _queue_ahead(conn: AsyncConnection, request: TimedRequest) -> None:
     mine = [w.ask for ws in waiters.values() for w in ws if w.ask.token == request.token]
     if not mine:
         return
-    others = {w.ask.token: w.ask for ws in waiters.values() for w in ws if w.ask.token != request.token}
+    others = {
+        w.ask.token: w.ask for ws in waiters.values() for w in ws if w.ask.token != request.token
+    }
     since = queue_ahead(mine[0], others.values())
     if since is not None:
         await conn.execute(
