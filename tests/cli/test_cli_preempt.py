@@ -29,5 +29,5 @@ async def test_quota_set_preempt_turns_preemption_on_and_off(tmp_path: Path) -> 
 
 
 def test_a_bad_preempt_pattern_in_the_config_names_it() -> None:
-    with pytest.raises(ConfigError, match="resources.preempt.*' warehouse'"):
+    with pytest.raises(ConfigError, match=r"resources.preempt.*' warehouse'"):
         load_config(resources={"preempt": [" warehouse"]})
