@@ -30,8 +30,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
 
-from preemption import preempt_once  # noqa: E402
-from resources import postgres_database, reachable  # noqa: E402
+from preemption import preempt_once
+
+from resources import postgres_database, reachable
 
 
 def _quantiles(waits: list[float]) -> dict[str, float]:

@@ -56,6 +56,15 @@ def urgent(log: str, stop: str) -> None:
     report(log=log, stop=stop)
 
 
+async def _started(log: Path) -> None:
+    """Until the backfill's body runs (a poll of its log: the example has no other signal)."""
+    for _ in range(6000):
+        if log.exists() and "backfill start" in log.read_text():
+            return
+        await asyncio.sleep(0.01)
+    raise TimeoutError("the backfill never started")
+
+
 async def preempt_once(
     database_url: str, resources: dict[str, Any], workdir: Path
 ) -> dict[str, Any]:
@@ -76,8 +85,7 @@ async def preempt_once(
         backfilling = await rt.launch(low, inputs)
         engines = [await rt.engine(only=[backfilling.id])]
         await engines[0].start()
-        while not (log.exists() and "backfill start" in log.read_text()):
-            await asyncio.sleep(0.01)
+        await _started(log)
         reporting = await rt.launch(urgent, inputs)
         engines.append(await rt.engine(only=[reporting.id]))
         await engines[1].start()
