@@ -56,10 +56,14 @@ def urgent(log: str, stop: str) -> None:
     report(log=log, stop=stop)
 
 
+def _has(log: Path, line: str) -> bool:
+    return log.exists() and line in log.read_text()
+
+
 async def _started(log: Path) -> None:
     """Until the backfill's body runs (a poll of its log: the example has no other signal)."""
     for _ in range(6000):
-        if log.exists() and "backfill start" in log.read_text():
+        if _has(log, "backfill start"):
             return
         await asyncio.sleep(0.01)
     raise TimeoutError("the backfill never started")
