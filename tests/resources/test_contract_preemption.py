@@ -129,3 +129,15 @@ async def test_nothing_is_preempted_where_preemption_is_off(
 async def test_a_bad_flag_is_refused_naming_the_value(managers: Managers) -> None:
     with pytest.raises(InvalidArgumentError, match="''"):
         await managers(preempt=[""])
+
+
+async def test_a_backend_without_preemption_refuses_the_flag(
+    managers: Managers, location: object
+) -> None:
+    if getattr(location, "name", "") != "redis":
+        pytest.skip("only Redis lacks preemption")
+    with pytest.raises(InvalidArgumentError, match="does not support preemption"):
+        await managers(preempt=["warehouse"])
+    manager = await managers(config_quotas={"warehouse": 1})
+    with pytest.raises(InvalidArgumentError, match="does not support preemption"):
+        await manager.set_preempt("warehouse", True)

@@ -98,6 +98,8 @@ class QuotaManager:
         """How many times the declared quotas were stored (a restored store counts)."""
         self._restoring: asyncio.Future[None] | None = None
         self._preempt_patterns = tuple(check.check_namespace(p) for p in preempt)
+        if self._preempt_patterns:
+            self._require_preemption()
         self._preempt_stored: frozenset[str] = frozenset()
         """The operator's preemption flags, as last read (at start and every sweep)."""
 
