@@ -149,6 +149,8 @@ class TaskHandler:
         if lost is None:
             lifecycle.verified(node)
             return True
+        if lost[0] == "PREEMPTED":
+            crash_point("preempt.before_release")
         await self._stop_attempt(ex, node, *lost)
         return True
 
