@@ -133,6 +133,9 @@ class ClaimsGate:
             return PhaseInfo.waiting_for_resources(0, f"resource manager unavailable: {exc}"), None
         if result.granted:
             namespaces = [c.namespace for c in claims]
+            stopped = await self._preempted_before_launch(ex, node, namespaces)
+            if stopped is not None:
+                return stopped, None
             NodeHoldings(ex, node).claim_granted(self.token(ex, node), namespaces)
             self._event(ex, node, "GRANTED", namespaces)
             crash_point("engine.after_claim")
@@ -148,6 +151,22 @@ class ClaimsGate:
             await self._withdraw(ex, node, [c.namespace for c in claims])
         self._wait_on([c.namespace for c in claims], ex.id, node.id, self.token(ex, node))
         return info, busy_lock
+
+    async def _preempted_before_launch(
+        self, ex: ExecutionState, node: NodeState, namespaces: list[str]
+    ) -> PhaseInfo | None:
+        """A grant of a holding already marked for preemption (asked again before its
+        launch): give it back and wait, so the preempter gets the room; None: go on."""
+        try:
+            victims = await self.manager.preempted(self.token(ex, node), namespaces)
+        except SluiceError:
+            victims = ()  # not known now: the renewal finds the mark before the lease lapses
+        if not victims:
+            return None
+        await self._withdraw(ex, node, namespaces)
+        self._wait_on(namespaces, ex.id, node.id, self.token(ex, node))
+        reason = "preempted by " + ", ".join(v.describe_preempter() for v in victims)
+        return PhaseInfo.waiting_for_resources(0, reason)
 
     def _announce_preempting(
         self, ex: ExecutionState, node: NodeState, victims: Sequence[Victim]
