@@ -128,6 +128,9 @@ class ResourcesConfig(_Section):
     """Capacity of lock names by glob pattern (`db/partition/*` = 1); unmatched locks get 1."""
     key_prefix: str = "sluice"
     """Prefix of every Redis key."""
+    preempt: list[str] = Field(default_factory=list)
+    """Namespaces (glob patterns: `warehouse`, `lock:db/partition/*`) where a higher-priority
+    claim may preempt lower-priority holders (docs/resources.md, "Priority preemption")."""
     rate_limits: dict[str, str] = Field(default_factory=dict)
     """Rate limits by name: `openai = "100/min"` or `"100/min, burst 10"` (per s, min, hour or
     day); they win over limits plugins register, an operator's `sluice ratelimit set` over them."""
@@ -140,6 +143,17 @@ class ResourcesConfig(_Section):
         for name, rate in value.items():
             check_rate_limit_name(name, where="resources.rate_limits")
             RateLimitRule.parse(rate)
+        return value
+
+    @field_validator("preempt", mode="after")
+    @classmethod
+    def _valid_preempt(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern.strip() or pattern != pattern.strip():
+                raise ValueError(
+                    f"resources.preempt: {pattern!r} is not a namespace or glob pattern"
+                    " (non-empty, no surrounding spaces)"
+                )
         return value
 
     @field_validator("quotas", "lock_rules", mode="after")

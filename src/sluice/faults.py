@@ -27,6 +27,7 @@ POINTS: dict[str, str] = {
     "engine.after_put": "outputs put in the cache, reservation not yet released",
     "engine.before_reservation_release": "about to release the cache reservation",
     "engine.before_release": "about to give back the task's tokens and locks",
+    "preempt.before_release": "a preempted attempt found its mark, before it stops and releases",
     "ratelimit.after_admit": "a rate limit admission judged in the store, its answer not yet used",
     "controller.after_rebuild": "memory rebuilt from the store, nothing decided yet",
     "controller.after_decision": "decisions made in memory, nothing written",

@@ -29,6 +29,10 @@ def computed(history: str, seconds: float, fails: int, hold: str) -> int: ...
 def locked(history: str, seconds: float, fails: int, hold: str, p: int) -> int: ...
 
 
+@sluice.task(type="probe", quotas=[sluice.Quota(QUOTA)], priority=10)
+def urgent(history: str, seconds: float, fails: int, hold: str) -> int: ...
+
+
 @sluice.task(type="probe", retries=3)
 def flaky(history: str, seconds: float, fails: int, hold: str) -> int: ...
 
@@ -36,6 +40,12 @@ def flaky(history: str, seconds: float, fails: int, hold: str) -> int: ...
 @sluice.workflow
 def one_held(history: str, seconds: float = 0.3, fails: int = 0, hold: str = "") -> int:
     return held(history=history, seconds=seconds, fails=fails, hold=hold)
+
+
+@sluice.workflow
+def one_urgent(history: str, seconds: float = 0.3) -> int:
+    """A priority-10 task under the quota of 1 (preemption tests)."""
+    return urgent(history=history, seconds=seconds, fails=0, hold="")
 
 
 @sluice.workflow

@@ -84,14 +84,20 @@ def _print_quota(console: Console, q: Quota) -> None:
 @quota.command("set")
 @click.argument("namespace")
 @click.argument("value", type=int)
+@click.option(
+    "--preempt/--no-preempt",
+    default=None,
+    help="Let a higher-priority claim preempt lower-priority holders here (or stop it).",
+)
 @click.pass_context
 @run_async
-async def quota_set(ctx: click.Context, namespace: str, value: int) -> None:
+async def quota_set(ctx: click.Context, namespace: str, value: int, preempt: bool | None) -> None:
     """Set NAMESPACE's quota to VALUE for every process (it wins over config and plugins).
     Lowering it never revokes held tokens."""
     async with opened(ctx) as service:
-        await service.set_quota(namespace, value)
-    click.echo(f"quota of {namespace} set to {value}")
+        await service.set_quota(namespace, value, preempt=preempt)
+    flag = "" if preempt is None else f", preemption {'on' if preempt else 'off'}"
+    click.echo(f"quota of {namespace} set to {value}{flag}")
 
 
 @click.group("locks")

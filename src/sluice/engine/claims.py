@@ -46,6 +46,7 @@ from sluice.resources import (
     compose_token,
     with_epoch,
 )
+from sluice.resources.models import Victim
 from sluice.spec.names import LOCK_PREFIX
 from sluice.store.records import EventRecord
 
@@ -63,6 +64,8 @@ class ClaimsGate:
         self.manager = manager
         self.capacity = capacity
         self._wait_on = wait_on
+        self._announced: set[tuple[str, str, str]] = set()
+        """(preempter token, namespace, victim token) already recorded as PREEMPTING."""
 
     @staticmethod
     def token(ex: ExecutionState, node: NodeState) -> str:
@@ -130,10 +133,14 @@ class ClaimsGate:
             return PhaseInfo.waiting_for_resources(0, f"resource manager unavailable: {exc}"), None
         if result.granted:
             namespaces = [c.namespace for c in claims]
+            stopped = await self._preempted_before_launch(ex, node, namespaces)
+            if stopped is not None:
+                return stopped, None
             NodeHoldings(ex, node).claim_granted(self.token(ex, node), namespaces)
             self._event(ex, node, "GRANTED", namespaces)
             crash_point("engine.after_claim")
             return None, None
+        self._announce_preempting(ex, node, result.preempting)
         info = PhaseInfo.waiting_for_resources(0, result.reason())
         busy_lock = self.blocking_lock(result.namespace)
         if busy_lock is not None:
@@ -144,6 +151,58 @@ class ClaimsGate:
             await self._withdraw(ex, node, [c.namespace for c in claims])
         self._wait_on([c.namespace for c in claims], ex.id, node.id, self.token(ex, node))
         return info, busy_lock
+
+    async def _preempted_before_launch(
+        self, ex: ExecutionState, node: NodeState, namespaces: list[str]
+    ) -> PhaseInfo | None:
+        """A grant of a holding already marked for preemption (asked again before its
+        launch): give it back and wait, so the preempter gets the room; None: go on."""
+        try:
+            victims = await self.manager.preempted(self.token(ex, node), namespaces)
+        except SluiceError:
+            victims = ()  # not known now: the renewal finds the mark before the lease lapses
+        if not victims:
+            return None
+        await self._withdraw(ex, node, namespaces)
+        self._wait_on(namespaces, ex.id, node.id, self.token(ex, node))
+        reason = "preempted by " + ", ".join(v.describe_preempter() for v in victims)
+        return PhaseInfo.waiting_for_resources(0, reason)
+
+    def _announce_preempting(
+        self, ex: ExecutionState, node: NodeState, victims: Sequence[Victim]
+    ) -> None:
+        """The preempter's side of a preemption: one PREEMPTING event per victim."""
+        for victim in victims:
+            key = (self.token(ex, node), victim.namespace, victim.token)
+            if key in self._announced:
+                continue
+            self._announced.add(key)
+            ex.events.append(
+                EventRecord(
+                    execution_id=ex.id,
+                    node_id=node.id,
+                    attempt=node.record.attempt,
+                    phase="PREEMPTING",
+                    occurred_at=self.clock.now(),
+                    reason=f"preempting {victim.describe()}",
+                    info={"namespace": victim.namespace, "victim": victim.token},
+                )
+            )
+
+    async def preempted_by(self, ex: ExecutionState, node: NodeState) -> str | None:
+        """Why the node's attempt must stop for a higher-priority claim (None: it need not).
+        SluiceError when the manager cannot answer."""
+        if not self._declares_claims(node):
+            return None
+        if node.lock_names is None:
+            node.lock_names = lock_names(node.task, node.record.inputs or {})
+        namespaces = [c.namespace for c in self.claims(node)]
+        if not namespaces:
+            return None
+        victims = await self.manager.preempted(self.token(ex, node), namespaces)
+        if not victims:
+            return None
+        return "preempted by " + ", ".join(v.describe_preempter() for v in victims)
 
     async def _withdraw(self, ex: ExecutionState, node: NodeState, namespaces: list[str]) -> None:
         with contextlib.suppress(SluiceError):
@@ -247,6 +306,9 @@ class NoClaims:
         return None, None
 
     async def reverify(self, ex: ExecutionState, node: NodeState) -> str | None:
+        return None
+
+    async def preempted_by(self, ex: ExecutionState, node: NodeState) -> str | None:
         return None
 
     async def release(self, ex: ExecutionState, node: NodeState) -> None:

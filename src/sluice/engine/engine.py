@@ -301,6 +301,12 @@ class Engine:
             if renew is not None:
                 renew.set()
 
+    def _on_preempted(self, label: str, tokens: tuple[str, ...]) -> None:
+        """A claim of this process marked holders for preemption: renew the tokens now, so
+        a victim of this engine is stopped at once (another engine's at its next renewal)."""
+        if self._renew_tokens_now is not None:
+            self._renew_tokens_now.set()
+
     async def _renew_claims(self) -> None:
         """Extend the leases of every token a live task holds (its claims and its plugin's).
         A token that no longer holds somewhere (its lease lapsed, maybe granted to another)
@@ -493,6 +499,7 @@ class Engine:
             self._unsubscribe.append(self.catalog.subscribe(self.scheduling.on_cache_key))
         if self.resources is not None:
             self._unsubscribe.append(self.resources.subscribe_ready(self.scheduling.on_resources))
+            self._unsubscribe.append(self.resources.subscribe_preempted(self._on_preempted))
         if self.notifier is not None:
             self._unsubscribe.append(
                 self.notifier.subscribe(EXECUTIONS_CHANNEL, self._on_execution_changed)

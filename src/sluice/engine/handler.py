@@ -134,6 +134,10 @@ class TaskHandler:
                 if reason is not None:
                     lost = ("RESERVATION_LOST", reason)
             if lost is None:
+                reason = await self.claims.preempted_by(ex, node)
+                if reason is not None:
+                    lost = ("PREEMPTED", reason)
+            if lost is None:
                 reason = await self.claims.reverify(ex, node)
                 if reason is not None:
                     lost = ("CLAIMS_LOST", reason)
@@ -145,6 +149,8 @@ class TaskHandler:
         if lost is None:
             lifecycle.verified(node)
             return True
+        if lost[0] == "PREEMPTED":
+            crash_point("preempt.before_release")
         await self._stop_attempt(ex, node, *lost)
         return True
 

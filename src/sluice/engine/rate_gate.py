@@ -108,6 +108,9 @@ class RateLimitedClaims:
         """A launched attempt spent its slot already: only its quotas and locks are checked."""
         return await self.inner.reverify(ex, node)
 
+    async def preempted_by(self, ex: ExecutionState, node: NodeState) -> str | None:
+        return await self.inner.preempted_by(ex, node)
+
     async def release(self, ex: ExecutionState, node: NodeState) -> None:
         """Give back the inner claims, and leave the rate limits' lines the node waits in."""
         await self.inner.release(ex, node)

@@ -97,6 +97,10 @@ class NodeClaims(Protocol):
         """None when the in-flight attempt still holds its claims; otherwise why it stops."""
         ...
 
+    async def preempted_by(self, ex: ExecutionState, node: NodeState) -> str | None:
+        """Why the attempt must stop for a higher-priority claim; None if it need not."""
+        ...
+
     async def release(self, ex: ExecutionState, node: NodeState) -> None: ...
 
     async def renew(self, claims: Mapping[str, Any]) -> list[str]:

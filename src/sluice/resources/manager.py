@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import fnmatch
 import logging
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -44,9 +46,10 @@ from sluice.resources.models import (
     NamespaceSnapshot,
     ResourceManager,
     ResourceRegistrar,
+    Victim,
 )
 from sluice.resources.proxy import PluginHoldings, PluginRegistrar, TaskResourceManager
-from sluice.resources.wakeups import ReadySubscriber, Subscriber, WakeUps
+from sluice.resources.wakeups import PreemptedSubscriber, ReadySubscriber, Subscriber, WakeUps
 from sluice.store.database import Database
 from sluice.store.health import StoreHealth
 from sluice.store.notify import Notifier
@@ -68,6 +71,7 @@ class QuotaManager:
         metrics: CollectorRegistry | None = None,
         sweep_interval: float | None = None,
         health: StoreHealth | None = None,
+        preempt: Sequence[str] = (),
     ) -> None:
         if lease <= 0:
             raise InvalidArgumentError(f"resources.lease must be > 0 seconds, got {lease!r}")
@@ -93,6 +97,11 @@ class QuotaManager:
         self._quotas_stored = 0
         """How many times the declared quotas were stored (a restored store counts)."""
         self._restoring: asyncio.Future[None] | None = None
+        self._preempt_patterns = tuple(check.check_namespace(p) for p in preempt)
+        if self._preempt_patterns:
+            self._require_preemption()
+        self._preempt_stored: frozenset[str] = frozenset()
+        """The operator's preemption flags, as last read (at start and every sweep)."""
 
     @classmethod
     def from_config(
@@ -120,6 +129,7 @@ class QuotaManager:
             config_quotas=config.quotas,
             metrics=metrics,
             health=health,
+            preempt=config.preempt,
         )
 
     @property
@@ -151,6 +161,7 @@ class QuotaManager:
         except BaseException:
             await self._backend.close()
             raise
+        await self._read_preempt_flags()
         self._unlisten = self._backend.listen(self._wakeups.on_ready)
         self._sweeper = asyncio.create_task(
             self._sweep_forever(self._clock.now() + self._sweep_interval),
@@ -218,6 +229,60 @@ class QuotaManager:
         await self._backend.set_quotas("operator", {namespace: quota}, self._store_now())
         self._wakeups.wake([namespace])
 
+    async def set_preempt(self, namespace: str, on: bool) -> None:
+        """The operator's preemption flag of `namespace`, stored for every process (each
+        reads the flags at start and every sweep, a quarter lease)."""
+        name = check.check_namespace(namespace)
+        self._require_preemption()
+        await self._backend.set_preempt(name, on)
+        await self._read_preempt_flags()
+
+    def preempts(self, namespace: str) -> bool:
+        """Whether a higher-priority claim may preempt holders of `namespace`."""
+        if namespace in self._preempt_stored:
+            return True
+        return any(fnmatch.fnmatchcase(namespace, p) for p in self._preempt_patterns)
+
+    async def preempted(self, token: str, namespaces: Sequence[str]) -> tuple[Victim, ...]:
+        """The marks on the token's holdings there: who preempts it (empty: nobody)."""
+        names = [ns for ns in check.check_namespaces(namespaces) if self.preempts(ns)]
+        if not names or not self._backend.supports_preemption:
+            return ()
+        with self._reported():
+            return await self._backend.preempted(check.check_token(token), names)
+
+    def _require_preemption(self) -> None:
+        if not self._backend.supports_preemption:
+            raise InvalidArgumentError(
+                f"the resource backend {type(self._backend).__name__} does not support"
+                " preemption (memory, SQLite and PostgreSQL do)"
+            )
+
+    async def _read_preempt_flags(self) -> None:
+        if self._backend.supports_preemption:
+            self._preempt_stored = await self._backend.preempt_namespaces()
+
+    async def _after_allocation(
+        self, request: AllocationRequest, result: AllocationResult
+    ) -> AllocationResult:
+        """Where preemption is on: remember a grant's priority, or let a claim refused by
+        room mark lower-priority holders for it (preemption.py)."""
+        if not self._backend.supports_preemption:
+            return result
+        names = [c.namespace for c in request.claims if self.preempts(c.namespace)]
+        if not names:
+            return result
+        with self._reported():
+            if result.granted:
+                await self._backend.record_priority(request.token, names, request.holder.priority)
+                return result
+            if result.scope != "global":
+                return result  # its own cap refuses it: others' room would not help
+            victims = await self._backend.preempt(request, names)
+        if victims:
+            self._wakeups.preempting(victims)
+        return dataclasses.replace(result, preempting=victims)
+
     async def clear_quota(self, namespace: str) -> None:
         """Drop the operator's quota; the configured or registered one applies again."""
         await self._backend.set_quotas(
@@ -248,7 +313,7 @@ class QuotaManager:
         else:
             self._wakeups.refused(request.token, self._clock.now() + self._lease)
         self._wakeups.wake(outcome.reclaimed)
-        return outcome.result
+        return await self._after_allocation(request, outcome.result)
 
     async def _allocate(self, request: AllocationRequest) -> AllocationOutcome:
         """The backend's allocation. A namespace it does not know although this process
@@ -314,6 +379,7 @@ class QuotaManager:
         """Reclaim lapsed leases and waiters everywhere now; returns the namespaces touched."""
         with self._reported():
             usage = await self._backend.sweep(self._store_now())
+            await self._read_preempt_flags()
         self._metrics.observe(usage)
         self._wakeups.ready(usage)
         self._wakeups.forget_lapsed(self._clock.now())  # this process's own hints
@@ -355,6 +421,12 @@ class QuotaManager:
         where nobody queues, every process is. A hint: it may come more than once, and the
         claim must still be asked for."""
         return self._wakeups.subscribe(callback)
+
+    def subscribe_preempted(self, callback: PreemptedSubscriber) -> Callable[[], None]:
+        """Call `callback(label, tokens)` when a claim of this process marks holders for
+        preemption (in-process only: another process's engine learns it at its next token
+        renewal, a third of a lease at most)."""
+        return self._wakeups.subscribe_preempted(callback)
 
     def subscribe_ready(self, callback: ReadySubscriber) -> Callable[[], None]:
         """Like `subscribe`, with the tokens of this process that may now be granted (None

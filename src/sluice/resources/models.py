@@ -78,6 +78,35 @@ class Holder:
 
 
 @dataclass(frozen=True)
+class Victim:
+    """A holder marked for preemption: who, where, and by whom."""
+
+    namespace: str
+    token: str
+    execution_id: str
+    node_id: str
+    priority: int
+    preempter: str
+    preempter_execution: str = ""
+    preempter_node: str = ""
+    preempter_priority: int = 0
+
+    def describe(self) -> str:
+        """The victim, for the preempter's event."""
+        who = _who(self.execution_id, self.node_id, self.token)
+        return f"{who} (priority {self.priority}) in {self.namespace}"
+
+    def describe_preempter(self) -> str:
+        """The preempter, for the victim's event."""
+        who = _who(self.preempter_execution, self.preempter_node, self.preempter)
+        return f"{who} (priority {self.preempter_priority}) in {self.namespace}"
+
+
+def _who(execution_id: str, node_id: str, token: str) -> str:
+    return f"{execution_id}/{node_id}" if execution_id else token
+
+
+@dataclass(frozen=True)
 class AllocationResult:
     """The answer to an allocation; for a refusal, what blocks it and where the claim waits."""
 
@@ -88,6 +117,9 @@ class AllocationResult:
     limit: int = 0
     position: int = 0
     """1-based rank among the blocking namespace's waiters; 0 when granted."""
+    preempting: tuple[Victim, ...] = ()
+    """On a refusal where preemption is on: the holders marked to make room for this claim
+    (new or not); they stop, and the room they free goes to it."""
 
     @property
     def granted(self) -> bool:
@@ -101,7 +133,10 @@ class AllocationResult:
         usage = f"{cap}{self.in_use}/{self.limit} in use"
         if self.scope == "global" and self.in_use < self.limit:
             usage += ", older claims first"
-        return f"waiting for {self.namespace}: {usage}, position {self.position}"
+        waiting = f"waiting for {self.namespace}: {usage}, position {self.position}"
+        if self.preempting:
+            waiting += f", preempting {', '.join(v.describe() for v in self.preempting)}"
+        return waiting
 
     @classmethod
     def of_waiter(cls, snapshot: NamespaceSnapshot, waiter: WaiterInfo) -> AllocationResult:

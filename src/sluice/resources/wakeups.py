@@ -8,11 +8,14 @@ import logging
 from collections.abc import Callable, Iterable
 
 from sluice.resources.backends.base import NamespaceUsage
+from sluice.resources.models import Victim
 
 log = logging.getLogger(__name__)
 Subscriber = Callable[[str], None]
 ReadySubscriber = Callable[[str, tuple[str, ...] | None], None]
 """Called with a namespace and the tokens that may now be granted there (None: anyone)."""
+PreemptedSubscriber = Callable[[str, tuple[str, ...]], None]
+"""Called with a label and the held tokens just marked for preemption."""
 
 
 class WakeUps:
@@ -23,6 +26,7 @@ class WakeUps:
         self._ready_subscribers: list[ReadySubscriber] = []
         self._asking: dict[str, float] = {}  # token -> when its waiter entries lapse
         self._called: set[str] = set()  # waiting tokens a wake-up named as ready
+        self._preempted_subscribers: list[PreemptedSubscriber] = []
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         self._subscribers.append(callback)
@@ -41,6 +45,22 @@ class WakeUps:
                 self._ready_subscribers.remove(callback)
 
         return unsubscribe
+
+    def subscribe_preempted(self, callback: PreemptedSubscriber) -> Callable[[], None]:
+        self._preempted_subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._preempted_subscribers.remove(callback)
+
+        return unsubscribe
+
+    def preempting(self, victims: Iterable[Victim]) -> None:
+        """Holders of this process were (maybe) marked for preemption: tell their engine
+        now rather than at its next renewal."""
+        tokens = tuple(dict.fromkeys(v.token for v in victims))
+        for callback in list(self._preempted_subscribers):
+            _call(callback, ",".join(tokens), tokens)
 
     def refused(self, token: str, until: float) -> None:
         self._asking[token] = until

@@ -355,14 +355,23 @@ class Sluice(Launching, LogVerbs):
     async def quotas(self, namespace: str | None = None) -> list[m.Quota]:
         return visibility.quotas(await inventory.quotas(self.runtime, namespace), self._seen)
 
-    async def set_quota(self, namespace: str, value: int) -> m.Quota:
+    async def set_quota(
+        self, namespace: str, value: int, *, preempt: bool | None = None
+    ) -> m.Quota:
         """Set a namespace's quota for every process (wins over config and plugins); lowering
-        it never revokes held tokens."""
+        it never revokes held tokens. `preempt` turns priority preemption on or off there
+        (None: unchanged)."""
         self._may_write(None)
         inventory.check_quota_namespace(namespace)
         check_count(f"quota of {namespace!r}", value, InvalidQuotaError, low=1)
+        if preempt is not None and not isinstance(preempt, bool):
+            raise InvalidArgumentError(
+                f"preempt of {namespace!r} must be true or false, got {preempt!r}"
+            )
         await self.runtime.resources.start()
         await self.runtime.resources.set_quota(namespace, value)
+        if preempt is not None:
+            await self.runtime.resources.set_preempt(namespace, preempt)
         return await inventory.quota(self.runtime, namespace)
 
     async def locks(self) -> list[m.Lock]:

@@ -265,6 +265,29 @@ resource_holders = sa.Table(
     sa.Index("ix_resource_holders_lease", "lease_expires_at"),
 )
 
+# Priority preemption (migration 0011): the priority of holdings in namespaces where
+# preemption is on, and the mark a preempter leaves on its victims. A mark counts only while
+# the holding it was written for lives (same token and granted_at).
+resource_holder_marks = sa.Table(
+    "resource_holder_marks",
+    metadata,
+    _name("namespace", 512, primary_key=True),
+    _name("token", 512, primary_key=True),
+    _time("granted_at"),
+    sa.Column("priority", sa.Integer, nullable=False),
+    _name("preempted_by", 512, nullable=True),
+    _name("preempter_execution", 64, nullable=False, server_default=""),
+    _name("preempter_node", nullable=False, server_default=""),
+    sa.Column("preempter_priority", sa.Integer, nullable=False, server_default="0"),
+)
+
+# The operator's preemption flags (`sluice quota set NAME N --preempt`).
+resource_preempt_flags = sa.Table(
+    "resource_preempt_flags",
+    metadata,
+    _name("namespace", 512, primary_key=True),
+)
+
 # A waiter keeps its caps so that older waiters can be judged when a newcomer asks.
 resource_waiters = sa.Table(
     "resource_waiters",

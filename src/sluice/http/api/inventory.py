@@ -28,6 +28,8 @@ class QuotaValue(BaseModel):
 
     quota: JsonInt = Field(ge=1)
     """At most `resources.max_quota`: the schema states the server's value (app.py)."""
+    preempt: bool | None = None
+    """Priority preemption on or off in this namespace; absent: unchanged."""
 
 
 class CapValue(BaseModel):
@@ -67,7 +69,7 @@ async def list_quotas(
 @router.put("/quotas/{namespace:path}", tags=["quotas"])
 async def set_quota(sluice: Service, namespace: QuotaNamespace, body: QuotaValue) -> m.Quota:
     """Set a namespace's quota for every process; lowering it never revokes held tokens."""
-    return await sluice.set_quota(namespace, body.quota)
+    return await sluice.set_quota(namespace, body.quota, preempt=body.preempt)
 
 
 @router.get("/locks", tags=["locks"])

@@ -25,6 +25,7 @@ from sluice.resources.models import (
     NamespaceSnapshot,
     QuotaSource,
 )
+from sluice.resources.preemption import Victim
 from sluice.store.health import StoreHealth
 
 WakeCallback = Callable[[str, tuple[str, ...] | None], None]
@@ -144,6 +145,38 @@ class ResourceBackend(abc.ABC):
         (`admission.next_in_line`); other processes are woken with the same.
         """
 
+    supports_preemption: bool = False
+    """Whether the preemption primitives below are implemented (docs/resources.md)."""
+
+    async def preempt(
+        self, request: AllocationRequest, namespaces: Sequence[str]
+    ) -> tuple[Victim, ...]:
+        """For a refused request, mark victims for it in `namespaces` (those of its claim
+        where preemption is on), atomically, by `sluice.resources.preemption`: the fewest
+        live holders of strictly lower recorded priority, lowest then most recent, that free
+        its units; none where even all of them would not. Then, if it has victims, move its
+        waiter entries ahead of the lower-priority waiters ranked before it. Idempotent.
+        Returns every victim marked for the token, new or not. A marked holder keeps its
+        units until released (or its lease lapses); `renew` no longer reports it held."""
+        raise NotImplementedError(f"{type(self).__name__} does not support preemption")
+
+    async def record_priority(self, token: str, namespaces: Sequence[str], priority: int) -> None:
+        """Remember the priority of the token's holdings there (a holding without one is
+        never preempted). Idempotent; keeps any mark."""
+        raise NotImplementedError(f"{type(self).__name__} does not support preemption")
+
+    async def preempted(self, token: str, namespaces: Sequence[str]) -> tuple[Victim, ...]:
+        """The marks on the token's live holdings there: who preempts it, where."""
+        raise NotImplementedError(f"{type(self).__name__} does not support preemption")
+
+    async def set_preempt(self, namespace: str, on: bool) -> None:
+        """The operator's preemption flag of a namespace, stored for every process."""
+        raise NotImplementedError(f"{type(self).__name__} does not support preemption")
+
+    async def preempt_namespaces(self) -> frozenset[str]:
+        """The namespaces whose operator flag turns preemption on."""
+        return frozenset()
+
     @abc.abstractmethod
     async def renew(
         self, token: str, namespaces: Sequence[str], now: float | None, lease: float
@@ -151,7 +184,8 @@ class ResourceBackend(abc.ABC):
         """Extend to `now + lease` the token's live leases (and waiter entries) there.
 
         A lease that lapsed (expiry <= now) is not revived, even before it is reclaimed:
-        another claim may already count on that room. Returns only the namespaces where the
+        another claim may already count on that room. A holding marked for preemption is not
+        extended either (its engine must stop and release it). Returns only the namespaces where the
         token holds a live grant, never one where it merely waits. Idempotent.
         """
 

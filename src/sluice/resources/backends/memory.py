@@ -37,6 +37,7 @@ from sluice.resources.backends.base import (
     host_now,
 )
 from sluice.resources.models import HolderInfo, NamespaceSnapshot, QuotaSource
+from sluice.resources.preemption import HeldUnits, Victim, choose_victims, queue_ahead
 
 
 @dataclass
@@ -45,10 +46,15 @@ class _Namespace:
     holders: dict[str, HolderInfo] = field(default_factory=dict)
     waiters: dict[str, WaiterRecord] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
+    priorities: dict[str, int] = field(default_factory=dict)
+    marks: dict[str, Victim] = field(default_factory=dict)
+    """Holders marked for preemption, by token."""
+    preempt: bool = False
 
     def forgettable(self) -> bool:
         """Nothing held, nobody waiting, and no quota but a claim's default."""
-        return not self.holders and not self.waiters and set(self.quotas) <= {"default"}
+        quiet = not self.holders and not self.waiters and not self.preempt
+        return quiet and set(self.quotas) <= {"default"}
 
     def reclaim(self, now: float) -> bool:
         """Drop lapsed leases and waiters; True if any was dropped."""
@@ -62,6 +68,8 @@ class _Namespace:
 
     def drop_holder(self, token: str) -> bool:
         holder = self.holders.pop(token, None)
+        self.priorities.pop(token, None)
+        self.marks.pop(token, None)
         if holder is not None:
             self.usage.add(holder.project, holder.domain, -holder.units)
         return holder is not None
@@ -161,7 +169,7 @@ class MemoryBackend(ResourceBackend):
     @staticmethod
     def _extend(entry: _Namespace, token: str, now: float, lease: float) -> bool:
         held = entry.holders.get(token)
-        if held is None or held.lease_expires_at <= now:
+        if held is None or held.lease_expires_at <= now or token in entry.marks:
             return False
         entry.holders[token] = dataclasses.replace(held, lease_expires_at=now + lease)
         return True
@@ -212,7 +220,11 @@ class MemoryBackend(ResourceBackend):
                     continue
                 if new in entry.holders:
                     continue
+                if old in entry.marks:
+                    continue  # a preempted holding is not handed on: its attempt must stop
                 del entry.holders[old]
+                if old in entry.priorities:
+                    entry.priorities[new] = entry.priorities.pop(old)
                 entry.holders[new] = dataclasses.replace(
                     held, token=new, lease_expires_at=now + lease
                 )
@@ -259,3 +271,109 @@ class MemoryBackend(ResourceBackend):
 
     def listen(self, callback: WakeCallback) -> Callable[[], None]:
         return lambda: None
+
+    # Preemption.
+    supports_preemption = True
+
+    async def preempt(
+        self, request: AllocationRequest, namespaces: Sequence[str]
+    ) -> tuple[Victim, ...]:
+        with self._lock:
+            timed = request.at(host_now(request.now))
+            for claim in request.claims:
+                if claim.namespace in namespaces and claim.namespace in self._namespaces:
+                    self._mark(timed, claim.namespace, claim.units)
+            victims = self._marked_by(request.token, [c.namespace for c in request.claims])
+            if victims:
+                self._queue_ahead(timed)
+            return victims
+
+    def _mark(self, request: TimedRequest, namespace: str, units: int) -> None:
+        entry = self._namespaces[namespace]
+        entry.reclaim(request.now)
+        if request.token in entry.holders:
+            return
+        quota = effective_quota(entry.quotas)[0] or 0
+        held = [
+            HeldUnits(
+                t,
+                h.units,
+                entry.priorities.get(t),
+                h.since,
+                entry.marks[t].preempter if t in entry.marks else None,
+                h.execution_id,
+                h.node_id,
+            )
+            for t, h in entry.holders.items()
+        ]
+        priority = request.holder.priority
+        for chosen in choose_victims(request.token, priority, units, quota, held):
+            entry.marks[chosen.token] = Victim(
+                namespace,
+                chosen.token,
+                chosen.execution_id,
+                chosen.node_id,
+                chosen.priority or 0,
+                request.token,
+                request.holder.execution_id,
+                request.holder.node_id,
+                priority,
+            )
+
+    def _marked_by(self, token: str, namespaces: Sequence[str]) -> tuple[Victim, ...]:
+        return tuple(
+            mark
+            for ns in namespaces
+            if ns in self._namespaces
+            for mark in self._namespaces[ns].marks.values()
+            if mark.preempter == token
+        )
+
+    def _queue_ahead(self, request: TimedRequest) -> None:
+        mine = [
+            self._namespaces[c.namespace].waiters.get(request.token)
+            for c in request.claims
+            if c.namespace in self._namespaces
+        ]
+        records = [w for w in mine if w is not None]
+        if not records:
+            return
+        others = {
+            t: w.ask
+            for c in request.claims
+            for t, w in self._entry(c.namespace).waiters.items()
+            if t != request.token and w.expires_at > request.now
+        }
+        since = queue_ahead(records[0].ask, others.values())
+        if since is None:
+            return
+        for c in request.claims:
+            entry = self._entry(c.namespace)
+            record = entry.waiters.get(request.token)
+            if record is not None:
+                ask = dataclasses.replace(record.ask, since=since)
+                entry.waiters[request.token] = dataclasses.replace(record, ask=ask)
+
+    async def record_priority(self, token: str, namespaces: Sequence[str], priority: int) -> None:
+        with self._lock:
+            for namespace in namespaces:
+                entry = self._namespaces.get(namespace)
+                if entry is not None and token in entry.holders:
+                    entry.priorities[token] = priority
+
+    async def preempted(self, token: str, namespaces: Sequence[str]) -> tuple[Victim, ...]:
+        with self._lock:
+            return tuple(
+                self._namespaces[ns].marks[token]
+                for ns in namespaces
+                if ns in self._namespaces and token in self._namespaces[ns].marks
+            )
+
+    async def set_preempt(self, namespace: str, on: bool) -> None:
+        with self._lock:
+            self._entry(namespace).preempt = on
+            self._forget_if_empty(namespace)
+
+    async def preempt_namespaces(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(ns for ns, entry in self._namespaces.items() if entry.preempt)

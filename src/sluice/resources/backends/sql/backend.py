@@ -47,13 +47,14 @@ from sluice.resources.backends.base import (
     WakeCallback,
     host_now,
 )
-from sluice.resources.backends.sql import lite, lite_fast, pg_direct, reads, writes
+from sluice.resources.backends.sql import lite, lite_fast, pg_direct, preempt, reads, writes
 from sluice.resources.backends.sql.reads import Loaded
 from sluice.resources.models import (
     AllocationResult,
     AllocationStatus,
     NamespaceSnapshot,
     QuotaSource,
+    Victim,
 )
 from sluice.store.database import Database
 from sluice.store.direct import SqliteDirect
@@ -363,6 +364,7 @@ class SqlBackend(ResourceBackend):
                 return ()
             await writes.lock_namespaces(conn, candidates)
             changed = sorted(await writes.reclaim(conn, candidates, now))
+            await preempt.forget_orphans(conn)
             return await self._after_change(conn, changed, now)
 
     async def set_quotas(
@@ -383,6 +385,38 @@ class SqlBackend(ResourceBackend):
             async with self._db.read() as conn:
                 now = await read_now(conn, now)
                 return await reads.read_snapshot(conn, namespace, now)
+
+    # Preemption (sql/preempt.py): not a hot path, so one SQLAlchemy transaction each.
+    supports_preemption = True
+
+    async def preempt(
+        self, request: AllocationRequest, namespaces: Sequence[str]
+    ) -> tuple[Victim, ...]:
+        async with self._transaction([c.namespace for c in request.claims]) as conn:
+            timed = request.at(await read_now(conn, request.now))
+            return await preempt.mark_victims(conn, timed, namespaces)
+
+    async def record_priority(self, token: str, namespaces: Sequence[str], priority: int) -> None:
+        async with self._transaction(namespaces) as conn:
+            await preempt.record_priority(conn, token, namespaces, priority)
+
+    async def preempted(self, token: str, namespaces: Sequence[str]) -> tuple[Victim, ...]:
+        if self._db is None:
+            raise RuntimeError("SqlBackend used before open()")
+        with _unavailable_as_backend_error():
+            async with self._db.read() as conn:
+                return await preempt.marks_on(conn, token, namespaces)
+
+    async def set_preempt(self, namespace: str, on: bool) -> None:
+        async with self._transaction([namespace]) as conn:
+            await preempt.set_flag(conn, namespace, on)
+
+    async def preempt_namespaces(self) -> frozenset[str]:
+        if self._db is None:
+            raise RuntimeError("SqlBackend used before open()")
+        with _unavailable_as_backend_error():
+            async with self._db.read() as conn:
+                return await preempt.flags(conn)
 
     async def _publish(
         self, conn: AsyncConnection, wake: Sequence[tuple[str, tuple[str, ...] | None]]

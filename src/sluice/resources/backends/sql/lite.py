@@ -157,7 +157,10 @@ def extend_leases(
     where = f"token = ? AND namespace IN ({_marks(names)})"
     held = cur.execute(
         f"UPDATE resource_holders SET lease_expires_at = ? WHERE {where}"
-        " AND lease_expires_at > ? RETURNING namespace",
+        " AND lease_expires_at > ? AND NOT EXISTS (SELECT 1 FROM resource_holder_marks AS m"
+        " WHERE m.namespace = resource_holders.namespace AND m.token = resource_holders.token"
+        " AND m.granted_at = resource_holders.granted_at AND m.preempted_by IS NOT NULL)"
+        " RETURNING namespace",
         params,
     ).fetchall()
     cur.execute(
@@ -174,7 +177,11 @@ def transfer(
         "UPDATE resource_holders SET token = ?, lease_expires_at = ?"
         f" WHERE token = ? AND namespace IN ({_marks(names)}) AND lease_expires_at > ?"
         " AND NOT EXISTS (SELECT 1 FROM resource_holders AS h"
-        " WHERE h.token = ? AND h.namespace = resource_holders.namespace) RETURNING namespace",
+        " WHERE h.token = ? AND h.namespace = resource_holders.namespace)"
+        " AND NOT EXISTS (SELECT 1 FROM resource_holder_marks AS m"  # preempted: it must stop
+        " WHERE m.namespace = resource_holders.namespace AND m.token = resource_holders.token"
+        " AND m.granted_at = resource_holders.granted_at AND m.preempted_by IS NOT NULL)"
+        " RETURNING namespace",
         (new, now + lease, old, *names, now, new),
     ).fetchall()
     return {row[0] for row in moved}

@@ -54,6 +54,9 @@ _RELEASE = f"SELECT sluice_resources_release(%s::integer[], %s, %s::text[], c.t)
 _EXTEND_HOLDERS = (
     f"UPDATE resource_holders SET lease_expires_at = c.t + %s FROM {_CLOCK}"
     " WHERE token = %s AND namespace = ANY(%s::text[]) AND lease_expires_at > c.t"
+    " AND NOT EXISTS (SELECT 1 FROM resource_holder_marks AS m"  # preempted: not renewed
+    " WHERE m.namespace = resource_holders.namespace AND m.token = resource_holders.token"
+    " AND m.granted_at = resource_holders.granted_at AND m.preempted_by IS NOT NULL)"
     " RETURNING namespace"
 )
 _EXTEND_WAITERS = (
@@ -64,7 +67,10 @@ _TRANSFER = (
     f"UPDATE resource_holders AS r SET token = %s, lease_expires_at = c.t + %s FROM {_CLOCK}"
     " WHERE r.token = %s AND r.namespace = ANY(%s::text[]) AND r.lease_expires_at > c.t"
     " AND NOT EXISTS (SELECT 1 FROM resource_holders AS h"
-    " WHERE h.token = %s AND h.namespace = r.namespace) RETURNING r.namespace"
+    " WHERE h.token = %s AND h.namespace = r.namespace)"
+    " AND NOT EXISTS (SELECT 1 FROM resource_holder_marks AS m"  # preempted: it must stop
+    " WHERE m.namespace = r.namespace AND m.token = r.token"
+    " AND m.granted_at = r.granted_at AND m.preempted_by IS NOT NULL) RETURNING r.namespace"
 )
 _UPSERT_WAITER = (
     f"INSERT INTO resource_waiters ({', '.join(WAITER_COLUMNS)})"
