@@ -52,6 +52,9 @@ class FakeManager:
         self.transferred.append((old, new, sorted(moved)))
         return moved
 
+    async def preempted(self, token: str, namespaces: list[str]) -> tuple[object, ...]:
+        return ()  # no namespace here preempts (tests/engine/test_preemption.py does)
+
 
 @dataclass
 class FakeNode:
